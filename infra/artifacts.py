@@ -1,0 +1,224 @@
+"""Resolve the JVM artifacts of ``infra/artifacts.toml`` from Maven Central into a local cache.
+
+The manifest is the single list of every jar the stack runs, with exact versions. Each bundle is resolved by a
+throw-away POM and ``mvn dependency:copy-dependencies`` (or ``unpack-dependencies`` for distributions shipped as a
+zip), so transitive dependencies come from Maven's own resolver. A stamp per bundle records the manifest entry it
+was built from; an unchanged bundle is not resolved again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import tomllib
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from xml.sax.saxutils import escape
+
+MANIFEST = Path(__file__).with_name("artifacts.toml")
+MAVEN_CENTRAL = "https://repo1.maven.org/maven2/"
+STAMP = ".bundle.json"
+
+
+class ArtifactError(RuntimeError):
+    """A bundle could not be resolved; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class Coordinate:
+    group: str
+    artifact: str
+    version: str
+    type: str = "jar"
+    classifier: str = ""
+
+    @classmethod
+    def parse(cls, text: str) -> Coordinate:
+        """``group:artifact:version[:type[:classifier]]``, the order Maven's dependency:get uses."""
+        parts = text.split(":")
+        if len(parts) not in (3, 4, 5) or not all(parts):
+            raise ArtifactError(
+                f"manifest entry {text!r} is not group:artifact:version[:type[:classifier]]; fix infra/artifacts.toml"
+            )
+        return cls(*parts)  # type: ignore[arg-type]
+
+    def pom_xml(self, exclusions: Iterable[str]) -> str:
+        excl = "".join(
+            f"<exclusion><groupId>{escape(g)}</groupId><artifactId>{escape(a)}</artifactId></exclusion>"
+            for g, a in (e.split(":", 1) for e in exclusions)
+        )
+        classifier = f"<classifier>{escape(self.classifier)}</classifier>" if self.classifier else ""
+        return (
+            "<dependency>"
+            f"<groupId>{escape(self.group)}</groupId><artifactId>{escape(self.artifact)}</artifactId>"
+            f"<version>{escape(self.version)}</version><type>{escape(self.type)}</type>{classifier}"
+            f"<exclusions>{excl}</exclusions></dependency>"
+        )
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """A set of artifacts resolved together into one folder (one classpath or one unpacked distribution)."""
+
+    name: str
+    purpose: str
+    artifacts: tuple[Coordinate, ...]
+    exclude: tuple[str, ...] = ()
+    transitive: bool = True
+    unpack: bool = False
+
+    @property
+    def fingerprint(self) -> str:
+        spec = {
+            "artifacts": [c.__dict__ for c in self.artifacts],
+            "exclude": list(self.exclude),
+            "transitive": self.transitive,
+            "unpack": self.unpack,
+        }
+        return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+
+    def pom(self) -> str:
+        exclusions = ["*:*"] if not self.transitive else list(self.exclude)
+        deps = "".join(c.pom_xml(exclusions) for c in self.artifacts)
+        return (
+            '<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>'
+            f"<groupId>lineage-lab</groupId><artifactId>bundle-{escape(self.name)}</artifactId>"
+            "<version>0</version><packaging>pom</packaging>"
+            f"<dependencies>{deps}</dependencies></project>"
+        )
+
+
+def load_manifest(path: Path = MANIFEST) -> dict[str, Bundle]:
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ArtifactError(f"cannot read the artifact manifest {path}: {exc}") from exc
+    bundles: dict[str, Bundle] = {}
+    for name, spec in data.get("bundles", {}).items():
+        bundles[name] = Bundle(
+            name=name,
+            purpose=spec.get("purpose", ""),
+            artifacts=tuple(Coordinate.parse(a) for a in spec["artifacts"]),
+            exclude=tuple(spec.get("exclude", ())),
+            transitive=spec.get("transitive", True),
+            unpack=spec.get("unpack", False),
+        )
+    return bundles
+
+
+def bundle_dir(jars_dir: Path, name: str) -> Path:
+    return jars_dir / name
+
+
+def is_resolved(jars_dir: Path, bundle: Bundle) -> bool:
+    stamp = bundle_dir(jars_dir, bundle.name) / STAMP
+    try:
+        return json.loads(stamp.read_text()).get("fingerprint") == bundle.fingerprint
+    except (OSError, ValueError):
+        return False
+
+
+def check_maven_central(repo_url: str = MAVEN_CENTRAL, timeout: float = 15.0) -> None:
+    """Fail fast, with a message that says what to do, when Maven Central cannot be reached."""
+    probe = repo_url + "org/apache/maven/maven-core/maven-metadata.xml"
+    try:
+        with urllib.request.urlopen(urllib.request.Request(probe, method="HEAD"), timeout=timeout):
+            return
+    except (urllib.error.URLError, TimeoutError, OSError) as exc:
+        raise ArtifactError(
+            f"Maven Central is not reachable at {repo_url} ({exc}). The stack's jars come from there: check the "
+            "network or proxy (Maven honours ~/.m2/settings.xml), or point LINEAGE_LAB_JARS_DIR at a folder "
+            "already resolved by `lineage-lab artifacts resolve` on another machine."
+        ) from exc
+
+
+def _mvn() -> str:
+    mvn = shutil.which("mvn")
+    if not mvn:
+        raise ArtifactError("Maven (mvn) is not installed: run scripts/bootstrap.sh or `apt-get install maven`.")
+    return mvn
+
+
+def resolve_bundle(jars_dir: Path, bundle: Bundle, log: Callable[[str], None] = print) -> Path:
+    """Resolve one bundle into ``jars_dir/<name>`` unless its stamp says it already is."""
+    target = bundle_dir(jars_dir, bundle.name)
+    if is_resolved(jars_dir, bundle):
+        return target
+    staging = target.with_name(target.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    goal = "unpack-dependencies" if bundle.unpack else "copy-dependencies"
+    with tempfile.TemporaryDirectory(prefix=f"lineage-lab-{bundle.name}-") as tmp:
+        pom = Path(tmp) / "pom.xml"
+        pom.write_text(bundle.pom())
+        cmd = [
+            _mvn(), "-B", "-f", str(pom), f"org.apache.maven.plugins:maven-dependency-plugin:3.8.1:{goal}",
+            f"-DoutputDirectory={staging}", "-DincludeScope=runtime", "-Dmdep.useRepositoryLayout=false",
+        ]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        assert proc.stdout is not None
+        errors: list[str] = []
+        downloads = 0
+        for line in proc.stdout:
+            if line.startswith("Downloaded from"):
+                downloads += 1
+                if downloads % 25 == 0:
+                    log(f"    {bundle.name}: {downloads} files downloaded ...")
+            elif "[ERROR]" in line:
+                errors.append(line.rstrip())
+        if proc.wait() != 0:
+            shutil.rmtree(staging, ignore_errors=True)
+            detail = "\n".join(errors[:8]) or "(no [ERROR] lines; rerun the command by hand)"
+            raise ArtifactError(
+                f"Maven could not resolve bundle {bundle.name!r} from infra/artifacts.toml:\n{detail}\n"
+                f"Command: {' '.join(cmd)}"
+            )
+    (staging / STAMP).write_text(json.dumps({"fingerprint": bundle.fingerprint, "bundle": bundle.name}))
+    shutil.rmtree(target, ignore_errors=True)
+    staging.rename(target)
+    return target
+
+
+def resolve_all(
+    jars_dir: Path, names: Iterable[str] | None = None, log: Callable[[str], None] = print
+) -> dict[str, Path]:
+    """Resolve the named bundles (all by default), printing one progress line per bundle."""
+    bundles = load_manifest()
+    wanted = list(names) if names else list(bundles)
+    unknown = [n for n in wanted if n not in bundles]
+    if unknown:
+        raise ArtifactError(f"unknown bundle(s) {unknown}; the manifest has {sorted(bundles)}")
+    todo = [bundles[n] for n in wanted if not is_resolved(jars_dir, bundles[n])]
+    if todo:
+        check_maven_central()
+    out: dict[str, Path] = {}
+    for i, name in enumerate(wanted, 1):
+        bundle = bundles[name]
+        state = "cached" if bundle not in todo else "resolving"
+        log(f"[{i}/{len(wanted)}] {name}: {state} ({len(bundle.artifacts)} artifact(s)) - {bundle.purpose}")
+        out[name] = resolve_bundle(jars_dir, bundle, log)
+    return out
+
+
+def classpath(jars_dir: Path, *names: str) -> str:
+    """A java -cp value of the named bundles, failing clearly if one has not been resolved yet."""
+    parts = []
+    bundles = load_manifest()
+    for name in names:
+        if not is_resolved(jars_dir, bundles[name]):
+            raise ArtifactError(
+                f"bundle {name!r} is not resolved in {jars_dir}; run `lineage-lab artifacts resolve`"
+            )
+        parts.append(str(bundle_dir(jars_dir, name) / "*"))
+    return ":".join(parts)
+
+
+if __name__ == "__main__":  # pragma: no cover - convenience
+    resolve_all(Path(sys.argv[1]))

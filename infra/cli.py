@@ -1,0 +1,103 @@
+"""``lineage-lab``: run the embedded stack and resolve its artifacts.
+
+    lineage-lab stack up [SERVICE ...]     start (in order) what is not running; idempotent
+    lineage-lab stack down                 stop everything lineage-lab started, nothing else
+    lineage-lab stack status               each service with port, pid and health
+    lineage-lab stack logs [SERVICE] [-n N] [-f]
+    lineage-lab artifacts resolve|list     JVM artifacts of infra/artifacts.toml
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+
+from infra import artifacts, supervisor
+from infra.services import build_stack, select
+from infra.services.base import ServiceError
+from infra.settings import SettingsError, StackSettings
+
+
+def _stack(args: argparse.Namespace, settings: StackSettings) -> int:
+    services = build_stack(settings)
+    if args.action == "up":
+        chosen = select(services, args.services)
+        needed = sorted({b for s in chosen for b in s.bundles})
+        if needed:
+            artifacts.resolve_all(settings.jars_dir, needed, log=lambda m: print(f"  {m}"))
+        started = time.monotonic()
+        print(f"Starting {len(chosen)} service(s); state in {settings.home}")
+        supervisor.up(chosen)
+        print(f"All healthy in {time.monotonic() - started:.1f}s. `lineage-lab stack status` shows them.")
+    elif args.action == "down":
+        supervisor.down(services)
+    elif args.action == "status":
+        rows = supervisor.status(services)
+        print(f"{'service':<20} {'port(s)':<14} {'pid':<8} {'state':<20} log")
+        for r in rows:
+            ports = ",".join(map(str, r.ports))
+            print(f"{r.name:<20} {ports:<14} {r.pid or '-':<8} {r.state:<20} {r.log}")
+        return 0 if all(r.state == "healthy" for r in rows) else 3
+    elif args.action == "logs":
+        targets = select(services, [args.service] if args.service else [])
+        paths = [str(s.log_path) for s in targets if s.log_path.exists()]
+        if not paths:
+            print("no logs yet: the stack has not been started")
+            return 1
+        cmd = ["tail", f"-n{args.lines}", *(["-F"] if args.follow else []), *paths]
+        return subprocess.call(cmd)
+    return 0
+
+
+def _artifacts(args: argparse.Namespace, settings: StackSettings) -> int:
+    if args.action == "resolve":
+        artifacts.resolve_all(settings.jars_dir, args.bundles or None)
+    else:
+        for name, bundle in artifacts.load_manifest().items():
+            state = "resolved" if artifacts.is_resolved(settings.jars_dir, bundle) else "missing"
+            print(f"{name:<22} {state:<9} {bundle.purpose}")
+            for c in bundle.artifacts:
+                print(f"    {c.group}:{c.artifact}:{c.version}{':' + c.classifier if c.classifier else ''}")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="lineage-lab", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    stack = sub.add_parser("stack", help="the embedded stack of services")
+    stack_sub = stack.add_subparsers(dest="action", required=True)
+    up = stack_sub.add_parser("up", help="start services in order (all by default)")
+    up.add_argument("services", nargs="*", help="only these services (and nothing else)")
+    stack_sub.add_parser("down", help="stop every service lineage-lab started")
+    stack_sub.add_parser("status", help="port, pid and health of each service")
+    logs = stack_sub.add_parser("logs", help="tail service logs")
+    logs.add_argument("service", nargs="?")
+    logs.add_argument("-n", "--lines", type=int, default=50)
+    logs.add_argument("-f", "--follow", action="store_true")
+
+    arts = sub.add_parser("artifacts", help="JVM artifacts from infra/artifacts.toml")
+    arts_sub = arts.add_subparsers(dest="action", required=True)
+    res = arts_sub.add_parser("resolve", help="resolve bundles from Maven Central into the cache")
+    res.add_argument("bundles", nargs="*")
+    arts_sub.add_parser("list", help="bundles, their artifacts, and whether they are resolved")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        settings = StackSettings.from_env()
+        handler = {"stack": _stack, "artifacts": _artifacts}[args.command]
+        return handler(args, settings)
+    except (ServiceError, artifacts.ArtifactError, SettingsError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

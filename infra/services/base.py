@@ -1,0 +1,149 @@
+"""What every embedded service declares: how to prepare it, how to launch it, and how to tell it is healthy."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from infra.settings import StackSettings
+
+
+class ServiceError(RuntimeError):
+    """A service could not be prepared, started or checked. The message names the service and its log."""
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One foreground process: the supervisor owns its pid and its whole process group."""
+
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: Path | None = None
+    user: str | None = None  # run as this OS user (PostgreSQL refuses to run as root)
+
+
+class Service:
+    """Base class of one embedded service. Subclasses set ``name``/``ports`` and implement ``launch``."""
+
+    name: str = ""
+    #: bundles of infra/artifacts.toml this service needs on disk
+    bundles: tuple[str, ...] = ()
+    startup_timeout: float = 120.0
+    stop_timeout: float = 30.0
+
+    def __init__(self, settings: StackSettings) -> None:
+        self.settings = settings
+
+    # --- declared by subclasses --------------------------------------------------------------------------
+    @property
+    def ports(self) -> tuple[int, ...]:
+        raise NotImplementedError
+
+    def prepare(self) -> None:
+        """Write configuration and initialise storage; idempotent."""
+
+    def launch(self) -> Launch:
+        raise NotImplementedError
+
+    def is_healthy(self) -> bool:
+        """Default: every port accepts connections."""
+        return all(port_open(self.settings.host, p) for p in self.ports)
+
+    def after_start(self) -> None:
+        """Provision what the rest of the stack expects (databases, buckets); idempotent."""
+
+    # --- shared paths --------------------------------------------------------------------------------------
+    @property
+    def log_path(self) -> Path:
+        return self.settings.logs_dir / f"{self.name}.log"
+
+    @property
+    def pid_path(self) -> Path:
+        return self.settings.run_dir / f"{self.name}.pid"
+
+    @property
+    def data_path(self) -> Path:
+        return self.settings.data_dir / self.name
+
+    @property
+    def conf_path(self) -> Path:
+        return self.settings.conf_dir / self.name
+
+    def fail(self, message: str) -> ServiceError:
+        return ServiceError(f"{self.name}: {message} (log: {self.log_path})")
+
+
+def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def http_ok(url: str, timeout: float = 2.0) -> bool:
+    """True when the URL answers 2xx."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            return 200 <= resp.status < 300
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def java_binary() -> str:
+    """The java launcher, failing with a clear message if Java 17+ is missing."""
+    java = shutil.which("java")
+    if not java:
+        raise ServiceError("Java is not installed: run scripts/bootstrap.sh or `apt-get install openjdk-17-jre-headless`")
+    out = subprocess.run([java, "-version"], capture_output=True, text=True).stderr
+    try:
+        major = int(out.split('"')[1].split(".")[0])
+    except (IndexError, ValueError):
+        major = 0
+    if major < 17:
+        raise ServiceError(f"Java 17 or newer is needed, found: {out.splitlines()[0] if out else 'unknown'}")
+    return java
+
+
+def java_launch(
+    main_class: str,
+    classpath: str,
+    heap_mb: int,
+    args: list[str] | None = None,
+    props: dict[str, str] | None = None,
+    extra_jvm: list[str] | None = None,
+) -> list[str]:
+    """A capped-heap JVM command line; small services get a small metaspace and serial GC to save memory."""
+    argv = [
+        java_binary(),
+        f"-Xmx{heap_mb}m",
+        f"-Xms{min(heap_mb, 128)}m",
+        "-XX:+UseSerialGC" if heap_mb <= 512 else "-XX:+UseG1GC",
+        "-XX:TieredStopAtLevel=1" if heap_mb <= 256 else "-XX:+TieredCompilation",
+        "-Djava.net.preferIPv4Stack=true",
+        *(extra_jvm or []),
+        *(f"-D{k}={v}" for k, v in (props or {}).items()),
+        "-cp",
+        classpath,
+        main_class,
+        *(args or []),
+    ]
+    return argv
+
+
+TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+
+
+def render(template: str, dest: Path, **values: object) -> Path:
+    """Fill ``infra/templates/<template>`` (``$name`` placeholders) into ``dest``; unknown names are an error."""
+    from string import Template
+
+    text = Template((TEMPLATES / template).read_text()).substitute({k: str(v) for k, v in values.items()})
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text(text)
+    return dest

@@ -1,0 +1,195 @@
+"""Start, stop and inspect the embedded services, in dependency order.
+
+Each service runs as one foreground process in its own session, so its pid is also its process-group id and a
+stop takes down everything it forked. A pid file records the pid *and* the kernel's start time of that process,
+so ``down`` never signals an unrelated process that happens to reuse the pid.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from infra.services.base import Service, ServiceError, port_open
+
+
+@dataclass(frozen=True)
+class ServiceStatus:
+    name: str
+    ports: tuple[int, ...]
+    pid: int | None
+    running: bool
+    healthy: bool
+    log: Path
+
+    @property
+    def state(self) -> str:
+        if self.running and self.healthy:
+            return "healthy"
+        if self.running:
+            return "starting/unhealthy"
+        if self.healthy:
+            return "healthy (not ours)"
+        return "stopped"
+
+
+def _start_time(pid: int) -> str | None:
+    """Field 22 of /proc/<pid>/stat: the process start time in clock ticks since boot."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # the command name (field 2) may contain spaces; it is wrapped in parentheses
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def read_pid(service: Service) -> int | None:
+    """The pid of the service's process if the pid file still describes a live process, else None."""
+    try:
+        record = json.loads(service.pid_path.read_text())
+    except (OSError, ValueError):
+        return None
+    pid = int(record.get("pid", 0))
+    if pid > 0 and _start_time(pid) == record.get("start_time"):
+        return pid
+    return None
+
+
+def status(services: Sequence[Service]) -> list[ServiceStatus]:
+    rows = []
+    for svc in services:
+        pid = read_pid(svc)
+        rows.append(ServiceStatus(svc.name, svc.ports, pid, pid is not None, svc.is_healthy(), svc.log_path))
+    return rows
+
+
+def _log_tail(path: Path, lines: int = 25) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log written)"
+
+
+def _spawn(svc: Service) -> int:
+    launch = svc.launch()
+    svc.log_path.parent.mkdir(parents=True, exist_ok=True)
+    svc.pid_path.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, **launch.env}
+    kwargs: dict[str, object] = {}
+    if launch.user and os.geteuid() == 0:
+        entry = pwd.getpwnam(launch.user)
+        kwargs.update(user=entry.pw_uid, group=entry.pw_gid, extra_groups=[])
+        env["HOME"] = entry.pw_dir
+    with open(svc.log_path, "ab") as log:
+        log.write(f"\n===== lineage-lab starting {svc.name} at {time.ctime()} =====\n".encode())
+        log.flush()
+        proc = subprocess.Popen(
+            launch.argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=launch.cwd,
+            env=env,
+            start_new_session=True,
+            **kwargs,  # type: ignore[arg-type]
+        )
+    svc.pid_path.write_text(json.dumps({"pid": proc.pid, "start_time": _start_time(proc.pid)}))
+    return proc.pid
+
+
+def start(svc: Service, log: Callable[[str], None] = print) -> str:
+    """Start one service unless it already runs; return what happened. Raises ServiceError on failure."""
+    pid = read_pid(svc)
+    if pid is not None:
+        if not svc.is_healthy():
+            _wait_healthy(svc, pid)
+        svc.after_start()
+        return f"already running (pid {pid})"
+    taken = [p for p in svc.ports if port_open(svc.settings.host, p)]
+    if taken:
+        raise svc.fail(
+            f"port(s) {taken} on {svc.settings.host} are already in use by a process lineage-lab did not start; "
+            f"stop that process or move this service with LINEAGE_LAB_*_PORT (see README, Ports)"
+        )
+    svc.prepare()
+    started = time.monotonic()
+    pid = _spawn(svc)
+    log(f"  {svc.name}: started pid {pid}, waiting for health (log {svc.log_path})")
+    _wait_healthy(svc, pid)
+    svc.after_start()
+    return f"healthy after {time.monotonic() - started:.1f}s (pid {pid})"
+
+
+def _wait_healthy(svc: Service, pid: int) -> None:
+    deadline = time.monotonic() + svc.startup_timeout
+    while time.monotonic() < deadline:
+        if svc.is_healthy():
+            return
+        if _start_time(pid) is None or _is_zombie(pid):
+            raise svc.fail(f"the process exited before it became healthy; last log lines:\n{_log_tail(svc.log_path)}")
+        time.sleep(0.5)
+    raise svc.fail(
+        f"not healthy after {svc.startup_timeout:.0f}s (pid {pid} still running); last log lines:\n"
+        f"{_log_tail(svc.log_path)}"
+    )
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def stop(svc: Service) -> str:
+    """Stop one service we started: SIGTERM to its process group, SIGKILL after ``stop_timeout``."""
+    pid = read_pid(svc)
+    if pid is None:
+        svc.pid_path.unlink(missing_ok=True)
+        return "not running"
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    deadline = time.monotonic() + svc.stop_timeout
+    while time.monotonic() < deadline and _start_time(pid) is not None and not _is_zombie(pid):
+        time.sleep(0.2)
+    outcome = "stopped"
+    if _start_time(pid) is not None and not _is_zombie(pid):
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        outcome = f"killed after {svc.stop_timeout:.0f}s"
+    svc.pid_path.unlink(missing_ok=True)
+    return outcome
+
+
+def up(services: Sequence[Service], log: Callable[[str], None] = print) -> None:
+    """Start services in order; stop at the first failure (what is up stays up for inspection)."""
+    for svc in services:
+        result = start(svc, log)
+        log(f"  {svc.name}: {result}")
+
+
+def down(services: Sequence[Service], log: Callable[[str], None] = print) -> None:
+    """Stop services in reverse order; a failure to stop one does not keep the others running."""
+    errors: list[str] = []
+    for svc in reversed(services):
+        try:
+            log(f"  {svc.name}: {stop(svc)}")
+        except (OSError, ServiceError) as exc:
+            errors.append(f"{svc.name}: {exc}")
+    if errors:
+        raise ServiceError("; ".join(errors))

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Installs everything lineage-lab needs on a fresh Debian machine, idempotently:
+#   system packages (Java 17, Maven, PostgreSQL), the Dagster venv (.venv), the PyFlink venv (.venv-flink)
+#   and the JVM artifacts of infra/artifacts.toml (resolved by Maven into ~/.cache/lineage-lab/jars).
+# Re-running it only does what changed. Both README commands call it first.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+
+say() { printf '\033[1m[bootstrap]\033[0m %s\n' "$*"; }
+die() { printf '\033[31m[bootstrap] %s\033[0m\n' "$*" >&2; exit 1; }
+
+# --- system packages ------------------------------------------------------------------------------------------
+missing=()
+command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)
+command -v mvn >/dev/null 2>&1 || missing+=(maven)
+ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing+=(postgresql)
+if ((${#missing[@]})); then
+  if [[ $(id -u) -ne 0 ]]; then
+    die "missing system packages: ${missing[*]}. Install them (sudo apt-get install -y ${missing[*]}) and rerun."
+  fi
+  say "installing system packages: ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# --- Python environments --------------------------------------------------------------------------------------
+PYTHON=${PYTHON:-$(command -v python3.11 || command -v python3)}
+"$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else 1)' \
+  || die "Python 3.11 is required (found $("$PYTHON" --version 2>&1)); set PYTHON=/path/to/python3.11"
+
+# venv <dir> <stamp-source> <pip args...>: (re)install only when the requirement file changed
+venv() {
+  local dir=$1 src=$2; shift 2
+  local stamp="$dir/.lineage-lab-stamp" want
+  want=$(sha256sum "$src" | cut -d' ' -f1)
+  if [[ -f $stamp && $(cat "$stamp") == "$want" ]]; then return 0; fi
+  say "installing $dir from $src (pip cache makes re-runs fast)"
+  [[ -x $dir/bin/python ]] || "$PYTHON" -m venv "$dir"
+  "$dir/bin/python" -m pip install -q --upgrade pip
+  "$dir/bin/python" -m pip install -q "$@"
+  echo "$want" >"$stamp"
+}
+venv "$ROOT/.venv" pyproject.toml -e "$ROOT[dev]"
+venv "${LINEAGE_LAB_FLINK_VENV:-$ROOT/.venv-flink}" flink_jobs/requirements.txt -r flink_jobs/requirements.txt
+
+# --- JVM artifacts --------------------------------------------------------------------------------------------
+say "resolving JVM artifacts (infra/artifacts.toml)"
+"$ROOT/.venv/bin/lineage-lab" artifacts resolve
+say "done"
