@@ -49,6 +49,11 @@ class Coordinate:
             )
         return cls(*parts)  # type: ignore[arg-type]
 
+    @property
+    def file_name(self) -> str:
+        suffix = f"-{self.classifier}" if self.classifier else ""
+        return f"{self.artifact}-{self.version}{suffix}.{self.type}"
+
     def pom_xml(self, exclusions: Iterable[str]) -> str:
         excl = "".join(
             f"<exclusion><groupId>{escape(g)}</groupId><artifactId>{escape(a)}</artifactId></exclusion>"
@@ -154,36 +159,80 @@ def resolve_bundle(jars_dir: Path, bundle: Bundle, log: Callable[[str], None] = 
     staging = target.with_name(target.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
-    goal = "unpack-dependencies" if bundle.unpack else "copy-dependencies"
-    with tempfile.TemporaryDirectory(prefix=f"lineage-lab-{bundle.name}-") as tmp:
-        pom = Path(tmp) / "pom.xml"
-        pom.write_text(bundle.pom())
-        cmd = [
-            _mvn(), "-B", "-f", str(pom), f"org.apache.maven.plugins:maven-dependency-plugin:3.8.1:{goal}",
-            f"-DoutputDirectory={staging}", "-DincludeScope=runtime", "-Dmdep.useRepositoryLayout=false",
-        ]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        assert proc.stdout is not None
-        errors: list[str] = []
-        downloads = 0
-        for line in proc.stdout:
-            if line.startswith("Downloaded from"):
-                downloads += 1
-                if downloads % 25 == 0:
-                    log(f"    {bundle.name}: {downloads} files downloaded ...")
-            elif "[ERROR]" in line:
-                errors.append(line.rstrip())
-        if proc.wait() != 0:
-            shutil.rmtree(staging, ignore_errors=True)
-            detail = "\n".join(errors[:8]) or "(no [ERROR] lines; rerun the command by hand)"
-            raise ArtifactError(
-                f"Maven could not resolve bundle {bundle.name!r} from infra/artifacts.toml:\n{detail}\n"
-                f"Command: {' '.join(cmd)}"
-            )
+    if bundle.transitive:
+        with tempfile.TemporaryDirectory(prefix=f"lineage-lab-{bundle.name}-") as tmp:
+            _run_maven(bundle, _maven_command(bundle, Path(tmp), staging), staging, log)
+    else:
+        for coordinate in bundle.artifacts:
+            _fetch_file(coordinate, staging, bundle.unpack, log)
     (staging / STAMP).write_text(json.dumps({"fingerprint": bundle.fingerprint, "bundle": bundle.name}))
     shutil.rmtree(target, ignore_errors=True)
     staging.rename(target)
     return target
+
+
+def _maven_command(bundle: Bundle, tmp: Path, out: Path) -> list[str]:
+    pom = tmp / "pom.xml"
+    pom.write_text(bundle.pom())
+    goal = "unpack-dependencies" if bundle.unpack else "copy-dependencies"
+    return [
+        _mvn(), "-B", "-f", str(pom), f"org.apache.maven.plugins:maven-dependency-plugin:3.8.1:{goal}",
+        f"-DoutputDirectory={out}", "-DincludeScope=runtime",
+    ]
+
+
+def _fetch_file(c: Coordinate, out: Path, unpack: bool, log: Callable[[str], None]) -> None:
+    """Fetch one file as published, into Maven's local repository, checked against Central's SHA-1.
+
+    Used for self-contained distributions (transitive = false): Maven's resolver refuses some of them because
+    Central lacks their parent POM, although the file itself is there.
+    """
+    rel = f"{c.group.replace('.', '/')}/{c.artifact}/{c.version}/{c.file_name}"
+    local = Path.home() / ".m2" / "repository" / rel
+    if not local.exists():
+        log(f"    downloading {c.file_name} ...")
+        local.parent.mkdir(parents=True, exist_ok=True)
+        partial = local.with_name(local.name + ".part")
+        digest = hashlib.sha1()
+        try:
+            with urllib.request.urlopen(MAVEN_CENTRAL + rel, timeout=60) as resp, open(partial, "wb") as fh:
+                while chunk := resp.read(1 << 20):
+                    digest.update(chunk)
+                    fh.write(chunk)
+            with urllib.request.urlopen(MAVEN_CENTRAL + rel + ".sha1", timeout=30) as resp:
+                expected = resp.read().decode().split()[0].strip()
+        except (urllib.error.URLError, OSError) as exc:
+            partial.unlink(missing_ok=True)
+            raise ArtifactError(f"cannot download {MAVEN_CENTRAL}{rel}: {exc}") from exc
+        if digest.hexdigest() != expected:
+            partial.unlink(missing_ok=True)
+            raise ArtifactError(f"{rel}: SHA-1 mismatch (got {digest.hexdigest()}, Central says {expected})")
+        partial.rename(local)
+    if unpack:
+        shutil.unpack_archive(local, out)
+    else:
+        shutil.copy2(local, out / c.file_name)
+
+
+def _run_maven(bundle: Bundle, cmd: list[str], staging: Path, log: Callable[[str], None]) -> None:
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=staging.parent)
+    assert proc.stdout is not None
+    errors: list[str] = []
+    downloads = 0
+    for line in proc.stdout:
+        if line.startswith("Downloaded from"):
+            downloads += 1
+            if downloads % 25 == 0:
+                log(f"    {bundle.name}: {downloads} files downloaded ...")
+        elif "[ERROR]" in line:
+            errors.append(line.rstrip())
+    if proc.wait() != 0:
+        shutil.rmtree(staging, ignore_errors=True)
+        detail = "\n".join(errors[:8]) or "(no [ERROR] lines; rerun the command by hand)"
+        raise ArtifactError(
+            f"Maven could not resolve bundle {bundle.name!r} from infra/artifacts.toml:\n{detail}\n"
+            f"Command: {' '.join(cmd)}"
+        )
 
 
 def resolve_all(

@@ -8,6 +8,7 @@ from infra.services.base import Service, ServiceError
 from infra.services.kafka import Kafka
 from infra.services.object_store import ObjectStore
 from infra.services.postgres import Postgres
+from infra.services.schema_registry import SchemaRegistry
 from infra.settings import StackSettings
 
 # Start order: storage first, then Kafka and what talks to it, then the engines.
@@ -15,6 +16,7 @@ SERVICE_TYPES: tuple[type[Service], ...] = (
     Postgres,
     ObjectStore,
     Kafka,
+    SchemaRegistry,
 )
 
 

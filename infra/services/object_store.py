@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from infra.artifacts import bundle_dir
-from infra.services.base import Launch, Service, java_binary, render
+from infra.services.base import Launch, Service, http_ok, java_binary, render
 from infra.settings import StackSettings
 
 BUNDLE = "s3proxy"
@@ -60,13 +60,7 @@ class ObjectStore(Service):
         )
 
     def is_healthy(self) -> bool:
-        if not super().is_healthy():
-            return False
-        try:
-            s3_client(self.settings).list_buckets()
-            return True
-        except Exception:  # noqa: BLE001 - any failure means "not ready yet"
-            return False
+        return http_ok(f"{self.settings.s3_endpoint}/healthz")
 
     def after_start(self) -> None:
         client = s3_client(self.settings)

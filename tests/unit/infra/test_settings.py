@@ -1,0 +1,30 @@
+from pathlib import Path
+
+import pytest
+
+from infra.settings import SettingsError, StackSettings
+
+
+def test_defaults_bind_loopback_and_distinct_ports():
+    s = StackSettings()
+    ports = [getattr(s, f) for f in vars(s) if f.endswith("_port")]
+    assert s.host == "127.0.0.1"
+    assert len(ports) == len(set(ports)), "two services would share a port"
+
+
+def test_environment_overrides_ports_and_home(tmp_path: Path):
+    s = StackSettings.from_env({"LINEAGE_LAB_KAFKA_PORT": "19092", "LINEAGE_LAB_HOME": str(tmp_path)})
+    assert s.kafka_bootstrap == "127.0.0.1:19092"
+    assert s.home == tmp_path.resolve()
+    assert s.logs_dir == tmp_path.resolve() / "logs"
+
+
+def test_malformed_port_names_the_variable():
+    with pytest.raises(SettingsError, match="LINEAGE_LAB_KAFKA_PORT='ninety'"):
+        StackSettings.from_env({"LINEAGE_LAB_KAFKA_PORT": "ninety"})
+
+
+def test_endpoints_follow_ports():
+    s = StackSettings.from_env({"LINEAGE_LAB_SCHEMA_REGISTRY_PORT": "18085", "LINEAGE_LAB_HOST": "10.0.0.5"})
+    assert s.schema_registry_url == "http://10.0.0.5:18085/apis/ccompat/v7"
+    assert s.jdbc_url("marquez") == "jdbc:postgresql://10.0.0.5:15432/marquez"

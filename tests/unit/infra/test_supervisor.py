@@ -1,0 +1,90 @@
+"""The supervisor against tiny real processes (a Python HTTP server stands in for a JVM service)."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from infra import supervisor
+from infra.services.base import Launch, Service, ServiceError
+from infra.settings import StackSettings
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class HttpService(Service):
+    name = "toy-http"
+    startup_timeout = 20.0
+    stop_timeout = 5.0
+
+    def __init__(self, settings: StackSettings, port: int, argv: list[str] | None = None) -> None:
+        super().__init__(settings)
+        self.port = port
+        self.argv = argv
+
+    @property
+    def ports(self) -> tuple[int, ...]:
+        return (self.port,)
+
+    def launch(self) -> Launch:
+        argv = self.argv or [sys.executable, "-m", "http.server", str(self.port), "--bind", "127.0.0.1"]
+        return Launch(argv)
+
+
+@pytest.fixture
+def home(tmp_path) -> StackSettings:
+    return StackSettings(home=tmp_path)
+
+
+def test_up_is_idempotent_and_down_stops_it(home):
+    svc = HttpService(home, free_port())
+    supervisor.up([svc], log=lambda _: None)
+    pid = supervisor.read_pid(svc)
+    assert pid and svc.is_healthy()
+    assert supervisor.start(svc, log=lambda _: None).startswith("already running")
+    assert supervisor.read_pid(svc) == pid, "a second up must not start a second process"
+    supervisor.down([svc], log=lambda _: None)
+    assert not svc.is_healthy()
+    assert supervisor.read_pid(svc) is None
+    assert [r.state for r in supervisor.status([svc])] == ["stopped"]
+
+
+def test_port_taken_by_a_foreign_process_names_service_port_and_log(home):
+    port = free_port()
+    foreign = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"])
+    try:
+        svc = HttpService(home, port)
+        deadline = time.monotonic() + 10
+        while not svc.is_healthy() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        with pytest.raises(ServiceError, match=rf"toy-http: port\(s\) \[{port}\].*already in use.*log: "):
+            supervisor.up([svc], log=lambda _: None)
+        supervisor.down([svc], log=lambda _: None)
+        assert foreign.poll() is None, "down must never stop a process lineage-lab did not start"
+        assert svc.is_healthy()
+    finally:
+        foreign.terminate()
+        foreign.wait()
+
+
+def test_a_process_that_dies_reports_its_log_tail(home):
+    svc = HttpService(home, free_port(), argv=[sys.executable, "-c", "print('config is broken: missing key x')"])
+    with pytest.raises(ServiceError, match="exited before it became healthy(.|\n)*config is broken"):
+        supervisor.up([svc], log=lambda _: None)
+
+
+def test_stale_pid_file_is_not_trusted(home):
+    svc = HttpService(home, free_port())
+    svc.pid_path.parent.mkdir(parents=True)
+    # pid 1 exists but has another start time: must not be taken for our service, nor signalled
+    svc.pid_path.write_text('{"pid": 1, "start_time": "0"}')
+    assert supervisor.read_pid(svc) is None
+    assert supervisor.stop(svc) == "not running"
