@@ -76,6 +76,8 @@ class Bundle:
     purpose: str
     artifacts: tuple[Coordinate, ...]
     exclude: tuple[str, ...] = ()
+    #: artifacts taken without their own dependencies (group:artifact)
+    intransitive: tuple[str, ...] = ()
     transitive: bool = True
     unpack: bool = False
 
@@ -84,14 +86,19 @@ class Bundle:
         spec = {
             "artifacts": [c.__dict__ for c in self.artifacts],
             "exclude": list(self.exclude),
+            "intransitive": list(self.intransitive),
             "transitive": self.transitive,
             "unpack": self.unpack,
         }
         return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
 
     def pom(self) -> str:
-        exclusions = ["*:*"] if not self.transitive else list(self.exclude)
-        deps = "".join(c.pom_xml(exclusions) for c in self.artifacts)
+        def exclusions(c: Coordinate) -> list[str]:
+            if not self.transitive or f"{c.group}:{c.artifact}" in self.intransitive:
+                return ["*:*"]
+            return list(self.exclude)
+
+        deps = "".join(c.pom_xml(exclusions(c)) for c in self.artifacts)
         return (
             '<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>'
             f"<groupId>lineage-lab</groupId><artifactId>bundle-{escape(self.name)}</artifactId>"
@@ -112,6 +119,7 @@ def load_manifest(path: Path = MANIFEST) -> dict[str, Bundle]:
             purpose=spec.get("purpose", ""),
             artifacts=tuple(Coordinate.parse(a) for a in spec["artifacts"]),
             exclude=tuple(spec.get("exclude", ())),
+            intransitive=tuple(spec.get("intransitive", ())),
             transitive=spec.get("transitive", True),
             unpack=spec.get("unpack", False),
         )
@@ -176,8 +184,13 @@ def _maven_command(bundle: Bundle, tmp: Path, out: Path) -> list[str]:
     pom.write_text(bundle.pom())
     goal = "unpack-dependencies" if bundle.unpack else "copy-dependencies"
     return [
-        _mvn(), "-B", "-f", str(pom), f"org.apache.maven.plugins:maven-dependency-plugin:3.8.1:{goal}",
-        f"-DoutputDirectory={out}", "-DincludeScope=runtime",
+        _mvn(),
+        "-B",
+        "-f",
+        str(pom),
+        f"org.apache.maven.plugins:maven-dependency-plugin:3.8.1:{goal}",
+        f"-DoutputDirectory={out}",
+        "-DincludeScope=runtime",
     ]
 
 
@@ -262,9 +275,7 @@ def classpath(jars_dir: Path, *names: str) -> str:
     bundles = load_manifest()
     for name in names:
         if not is_resolved(jars_dir, bundles[name]):
-            raise ArtifactError(
-                f"bundle {name!r} is not resolved in {jars_dir}; run `lineage-lab artifacts resolve`"
-            )
+            raise ArtifactError(f"bundle {name!r} is not resolved in {jars_dir}; run `lineage-lab artifacts resolve`")
         parts.append(str(bundle_dir(jars_dir, name) / "*"))
     return ":".join(parts)
 

@@ -1,10 +1,10 @@
 """``lineage-lab``: run the embedded stack and resolve its artifacts.
 
-    lineage-lab stack up [SERVICE ...]     start (in order) what is not running; idempotent
-    lineage-lab stack down                 stop everything lineage-lab started, nothing else
-    lineage-lab stack status               each service with port, pid and health
-    lineage-lab stack logs [SERVICE] [-n N] [-f]
-    lineage-lab artifacts resolve|list     JVM artifacts of infra/artifacts.toml
+lineage-lab stack up [SERVICE ...]     start (in order) what is not running; idempotent
+lineage-lab stack down                 stop everything lineage-lab started, nothing else
+lineage-lab stack status               each service with port, pid and health
+lineage-lab stack logs [SERVICE] [-n N] [-f]
+lineage-lab artifacts resolve|list     JVM artifacts of infra/artifacts.toml
 """
 
 from __future__ import annotations

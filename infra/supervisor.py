@@ -7,6 +7,7 @@ so ``down`` never signals an unrelated process that happens to reuse the pid.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pwd
@@ -142,10 +143,8 @@ def _wait_healthy(svc: Service, pid: int) -> None:
 
 
 def _is_zombie(pid: int) -> bool:
-    try:
+    with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
     except OSError:
@@ -158,19 +157,15 @@ def stop(svc: Service) -> str:
     if pid is None:
         svc.pid_path.unlink(missing_ok=True)
         return "not running"
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        pass
     deadline = time.monotonic() + svc.stop_timeout
     while time.monotonic() < deadline and _start_time(pid) is not None and not _is_zombie(pid):
         time.sleep(0.2)
     outcome = "stopped"
     if _start_time(pid) is not None and not _is_zombie(pid):
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         outcome = f"killed after {svc.stop_timeout:.0f}s"
     svc.pid_path.unlink(missing_ok=True)
     return outcome

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from infra.services.base import Service, ServiceError
+from infra.services.iceberg_catalog import IcebergCatalog
 from infra.services.kafka import Kafka
+from infra.services.kafka_connect import KafkaConnect
 from infra.services.object_store import ObjectStore
 from infra.services.postgres import Postgres
 from infra.services.schema_registry import SchemaRegistry
@@ -17,6 +19,8 @@ SERVICE_TYPES: tuple[type[Service], ...] = (
     ObjectStore,
     Kafka,
     SchemaRegistry,
+    IcebergCatalog,
+    KafkaConnect,
 )
 
 

@@ -99,7 +99,9 @@ def java_binary() -> str:
     """The java launcher, failing with a clear message if Java 17+ is missing."""
     java = shutil.which("java")
     if not java:
-        raise ServiceError("Java is not installed: run scripts/bootstrap.sh or `apt-get install openjdk-17-jre-headless`")
+        raise ServiceError(
+            "Java is not installed: run scripts/bootstrap.sh or `apt-get install openjdk-17-jre-headless`"
+        )
     out = subprocess.run([java, "-version"], capture_output=True, text=True).stderr
     try:
         major = int(out.split('"')[1].split(".")[0])

@@ -31,8 +31,12 @@ class Kafka(Service):
     def prepare(self) -> None:
         s = self.settings
         render(
-            "kafka-server.properties", self.properties,
-            host=s.host, port=s.kafka_port, controller_port=s.kafka_controller_port, log_dirs=self.data_path,
+            "kafka-server.properties",
+            self.properties,
+            host=s.host,
+            port=s.kafka_port,
+            controller_port=s.kafka_controller_port,
+            log_dirs=self.data_path,
         )
         if (self.data_path / "meta.properties").exists():
             return
@@ -40,7 +44,9 @@ class Kafka(Service):
         cluster_id = str(uuid.uuid4())
         # kafka-storage.sh format --standalone: one controller that is its own quorum
         argv = java_launch(
-            "kafka.tools.StorageTool", classpath(s.jars_dir, BUNDLE), 256,
+            "kafka.tools.StorageTool",
+            classpath(s.jars_dir, BUNDLE),
+            256,
             args=["format", "--config", str(self.properties), "--cluster-id", _kafka_id(cluster_id), "--standalone"],
             props=self._jvm_props(),
         )
@@ -52,14 +58,17 @@ class Kafka(Service):
         s = self.settings
         return Launch(
             java_launch(
-                "kafka.Kafka", classpath(s.jars_dir, BUNDLE), s.kafka_heap_mb,
-                args=[str(self.properties)], props=self._jvm_props(),
+                "kafka.Kafka",
+                classpath(s.jars_dir, BUNDLE),
+                s.kafka_heap_mb,
+                args=[str(self.properties)],
+                props=self._jvm_props(),
             )
         )
 
     def is_healthy(self) -> bool:
-        from confluent_kafka.admin import AdminClient
         from confluent_kafka import KafkaException
+        from confluent_kafka.admin import AdminClient
 
         if not super().is_healthy():
             return False

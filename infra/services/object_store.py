@@ -44,8 +44,12 @@ class ObjectStore(Service):
         s = self.settings
         self.data_path.mkdir(parents=True, exist_ok=True)
         render(
-            "s3proxy.properties", self.conf_path / "s3proxy.properties",
-            host=s.host, port=s.object_store_port, access_key=s.s3_access_key, secret_key=s.s3_secret_key,
+            "s3proxy.properties",
+            self.conf_path / "s3proxy.properties",
+            host=s.host,
+            port=s.object_store_port,
+            access_key=s.s3_access_key,
+            secret_key=s.s3_secret_key,
             basedir=self.data_path,
         )
 
@@ -53,9 +57,14 @@ class ObjectStore(Service):
         jar = next(bundle_dir(self.settings.jars_dir, BUNDLE).glob("s3proxy-*.jar"))
         return Launch(
             [
-                java_binary(), f"-Xmx{self.settings.object_store_heap_mb}m", "-XX:+UseSerialGC",
-                "-Djava.net.preferIPv4Stack=true", "-jar", str(jar),
-                "--properties", str(self.conf_path / "s3proxy.properties"),
+                java_binary(),
+                f"-Xmx{self.settings.object_store_heap_mb}m",
+                "-XX:+UseSerialGC",
+                "-Djava.net.preferIPv4Stack=true",
+                "-jar",
+                str(jar),
+                "--properties",
+                str(self.conf_path / "s3proxy.properties"),
             ]
         )
 

@@ -74,8 +74,15 @@ class Postgres(Service):
         try:
             self._owned_by_runner(pwfile)
             cmd = [
-                str(pg_bin() / "initdb"), "-D", str(data), "-U", self.settings.postgres_superuser,
-                f"--pwfile={pwfile}", "--auth=scram-sha-256", "--encoding=UTF8", "--locale=C.UTF-8",
+                str(pg_bin() / "initdb"),
+                "-D",
+                str(data),
+                "-U",
+                self.settings.postgres_superuser,
+                f"--pwfile={pwfile}",
+                "--auth=scram-sha-256",
+                "--encoding=UTF8",
+                "--locale=C.UTF-8",
             ]
             user = RUN_AS if os.geteuid() == 0 else None
             result = subprocess.run(cmd, capture_output=True, text=True, user=user)
@@ -87,16 +94,26 @@ class Postgres(Service):
     def launch(self) -> Launch:
         return Launch(
             argv=[
-                str(pg_bin() / "postgres"), "-D", str(self.data_path),
-                "-p", str(self.settings.postgres_port),
-                "-c", f"listen_addresses={self.settings.host}",
-                "-c", "unix_socket_directories=",
-                "-c", "shared_buffers=128MB",
-                "-c", "max_connections=200",
+                str(pg_bin() / "postgres"),
+                "-D",
+                str(self.data_path),
+                "-p",
+                str(self.settings.postgres_port),
+                "-c",
+                f"listen_addresses={self.settings.host}",
+                "-c",
+                "unix_socket_directories=",
+                "-c",
+                "shared_buffers=128MB",
+                "-c",
+                "max_connections=200",
                 # Debezium reads the orders table through logical replication
-                "-c", "wal_level=logical",
-                "-c", "max_wal_senders=8",
-                "-c", "max_replication_slots=8",
+                "-c",
+                "wal_level=logical",
+                "-c",
+                "max_wal_senders=8",
+                "-c",
+                "max_replication_slots=8",
             ],
             user=RUN_AS,
         )
@@ -104,8 +121,13 @@ class Postgres(Service):
     def connect(self, dbname: str = "postgres") -> psycopg.Connection:
         s = self.settings
         return psycopg.connect(
-            host=s.host, port=s.postgres_port, user=s.postgres_superuser, password=s.postgres_password,
-            dbname=dbname, autocommit=True, connect_timeout=3,
+            host=s.host,
+            port=s.postgres_port,
+            user=s.postgres_superuser,
+            password=s.postgres_password,
+            dbname=dbname,
+            autocommit=True,
+            connect_timeout=3,
         )
 
     def is_healthy(self) -> bool:

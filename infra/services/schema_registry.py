@@ -34,9 +34,14 @@ class SchemaRegistry(Service):
         }
         return Launch(
             [
-                java_binary(), f"-Xmx{s.schema_registry_heap_mb}m", "-XX:+UseSerialGC", "-XX:MaxMetaspaceSize=192m",
+                java_binary(),
+                f"-Xmx{s.schema_registry_heap_mb}m",
+                "-XX:+UseSerialGC",
+                "-XX:MaxMetaspaceSize=192m",
                 "-Djava.util.logging.manager=org.jboss.logmanager.LogManager",
-                "-Djava.net.preferIPv4Stack=true", "-jar", str(runner),
+                "-Djava.net.preferIPv4Stack=true",
+                "-jar",
+                str(runner),
             ],
             env=env,
             cwd=self.data_path,
@@ -53,6 +58,8 @@ class SchemaRegistry(Service):
         """Confluent's default compatibility (BACKWARD); Apicurio's own default is NONE."""
         import requests
 
-        resp = requests.put(f"{self.settings.schema_registry_url}/config", json={"compatibility": "BACKWARD"}, timeout=10)
+        resp = requests.put(
+            f"{self.settings.schema_registry_url}/config", json={"compatibility": "BACKWARD"}, timeout=10
+        )
         if resp.status_code >= 300:
             raise self.fail(f"setting global compatibility failed: HTTP {resp.status_code} {resp.text[:200]}")

@@ -19,7 +19,11 @@ def test_manifest_pins_every_artifact_exactly():
 def test_coordinate_parsing_and_file_name():
     c = Coordinate.parse("io.apicurio:apicurio-registry-app:3.0.9:zip:all")
     assert (c.group, c.artifact, c.version, c.type, c.classifier) == (
-        "io.apicurio", "apicurio-registry-app", "3.0.9", "zip", "all",
+        "io.apicurio",
+        "apicurio-registry-app",
+        "3.0.9",
+        "zip",
+        "all",
     )
     assert c.file_name == "apicurio-registry-app-3.0.9-all.zip"
     with pytest.raises(ArtifactError, match="group:artifact:version"):

@@ -77,7 +77,7 @@ def test_port_taken_by_a_foreign_process_names_service_port_and_log(home):
 
 def test_a_process_that_dies_reports_its_log_tail(home):
     svc = HttpService(home, free_port(), argv=[sys.executable, "-c", "print('config is broken: missing key x')"])
-    with pytest.raises(ServiceError, match="exited before it became healthy(.|\n)*config is broken"):
+    with pytest.raises(ServiceError, match=r"exited before it became healthy(.|\n)*config is broken"):
         supervisor.up([svc], log=lambda _: None)
 
 

@@ -1,0 +1,105 @@
+"""Iceberg REST catalog shared by Spark, Flink and pyiceberg.
+
+Iceberg's own REST server (the fixture behind the apache/iceberg-rest-fixture image) fronts a JDBC catalog whose
+tables live in PostgreSQL; data files go to the object store through S3FileIO. Spark, Flink and pyiceberg all see
+a REST catalog (the OpenLineage Spark integration drops Iceberg datasets of JDBC catalogs, so none of them may
+talk to the JDBC catalog directly). The fixture binds every interface, so a small launcher
+(infra/jvm/.../LoopbackRESTCatalogServer.java, compiled on first start) binds it to the stack's host instead.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+from infra.artifacts import classpath
+from infra.services.base import Launch, Service, http_ok, java_launch
+
+BUNDLE = "iceberg-rest-catalog"
+LAUNCHER_SRC = Path(__file__).resolve().parent.parent / "jvm" / "org/apache/iceberg/rest/LoopbackRESTCatalogServer.java"
+LAUNCHER_CLASS = "org.apache.iceberg.rest.LoopbackRESTCatalogServer"
+
+
+class IcebergCatalog(Service):
+    name = "iceberg-catalog"
+    bundles = (BUNDLE,)
+    startup_timeout = 90.0
+
+    @property
+    def ports(self) -> tuple[int, ...]:
+        return (self.settings.iceberg_catalog_port,)
+
+    @property
+    def _classes(self) -> Path:
+        return self.conf_path / "classes"
+
+    def prepare(self) -> None:
+        compiled = self._classes / "org/apache/iceberg/rest/LoopbackRESTCatalogServer.class"
+        if compiled.exists() and compiled.stat().st_mtime >= LAUNCHER_SRC.stat().st_mtime:
+            return
+        javac = shutil.which("javac")
+        if not javac:
+            raise self.fail("javac (a JDK) is needed to compile the catalog launcher: run scripts/bootstrap.sh")
+        self._classes.mkdir(parents=True, exist_ok=True)
+        result = subprocess.run(
+            [javac, "-d", str(self._classes), "-cp", classpath(self.settings.jars_dir, BUNDLE), str(LAUNCHER_SRC)],
+            capture_output=True,
+            text=True,
+        )
+        if result.returncode != 0:
+            raise self.fail(f"compiling {LAUNCHER_SRC.name} failed:\n{result.stderr}")
+
+    def launch(self) -> Launch:
+        s = self.settings
+        # The fixture reads CATALOG_* variables: strip the prefix, "__" -> "-", "_" -> ".", lower-case.
+        env = {
+            "CATALOG_CATALOG_NAME": "lineage_lab",
+            "CATALOG_URI": s.jdbc_url("iceberg_catalog"),
+            "CATALOG_JDBC_USER": "iceberg",
+            "CATALOG_JDBC_PASSWORD": s.catalog_db_password,
+            "CATALOG_JDBC_SCHEMA__VERSION": "V1",
+            "CATALOG_WAREHOUSE": s.warehouse_uri,
+            "CATALOG_IO__IMPL": "org.apache.iceberg.aws.s3.S3FileIO",
+            "CATALOG_S3_ENDPOINT": s.s3_endpoint,
+            "CATALOG_S3_PATH__STYLE__ACCESS": "true",
+            "CATALOG_S3_ACCESS__KEY__ID": s.s3_access_key,
+            "CATALOG_S3_SECRET__ACCESS__KEY": s.s3_secret_key,
+            "CATALOG_CLIENT_REGION": s.s3_region,
+            "CATALOG_REST_PORT": str(s.iceberg_catalog_port),
+            "REST_HOST": s.host,
+            "AWS_REGION": s.s3_region,
+            "AWS_REQUEST_CHECKSUM_CALCULATION": "when_required",
+            "AWS_RESPONSE_CHECKSUM_VALIDATION": "when_required",
+        }
+        cp = f"{self._classes}:{classpath(s.jars_dir, BUNDLE)}"
+        # the fixture logs its whole configuration (credentials included) at INFO: keep that logger at WARN
+        props = {"org.slf4j.simpleLogger.log.org.apache.iceberg.rest.RESTCatalogServer": "warn"}
+        return Launch(java_launch(LAUNCHER_CLASS, cp, s.iceberg_catalog_heap_mb, props=props), env=env)
+
+    def is_healthy(self) -> bool:
+        return http_ok(f"{self.settings.iceberg_catalog_url}/v1/config")
+
+
+CATALOG_NAME = "lakehouse"
+
+
+def pyiceberg_properties(settings) -> dict[str, str]:
+    """Properties for ``pyiceberg.catalog.load_catalog`` against the stack's REST catalog."""
+    return {
+        "type": "rest",
+        "uri": settings.iceberg_catalog_url,
+        "s3.endpoint": settings.s3_endpoint,
+        "s3.access-key-id": settings.s3_access_key,
+        "s3.secret-access-key": settings.s3_secret_key,
+        "s3.region": settings.s3_region,
+        "s3.path-style-access": "true",
+        "py-io-impl": "pyiceberg.io.pyarrow.PyArrowFileIO",
+    }
+
+
+def load_catalog(settings):
+    """The stack's Iceberg catalog as pyiceberg sees it."""
+    from pyiceberg.catalog import load_catalog as _load
+
+    return _load(CATALOG_NAME, **pyiceberg_properties(settings))

@@ -1,0 +1,60 @@
+"""Kafka Connect, distributed mode, with the connector plugins of the pipeline on its plugin path."""
+
+from __future__ import annotations
+
+from infra.artifacts import bundle_dir, classpath, load_manifest
+from infra.services.base import Launch, Service, http_ok, java_launch, render
+
+RUNTIME = "connect-runtime"
+PLUGIN_PREFIX = "connect-plugin-"
+
+
+def plugin_bundles() -> tuple[str, ...]:
+    """Every manifest bundle named ``connect-plugin-*`` is one plugin directory."""
+    return tuple(name for name in load_manifest() if name.startswith(PLUGIN_PREFIX))
+
+
+class KafkaConnect(Service):
+    name = "kafka-connect"
+    startup_timeout = 180.0
+
+    @property
+    def bundles(self) -> tuple[str, ...]:  # type: ignore[override]
+        return (RUNTIME, *plugin_bundles())
+
+    @property
+    def ports(self) -> tuple[int, ...]:
+        return (self.settings.connect_port,)
+
+    def prepare(self) -> None:
+        s = self.settings
+        render(
+            "connect-distributed.properties",
+            self.conf_path / "connect-distributed.properties",
+            bootstrap=s.kafka_bootstrap,
+            host=s.host,
+            port=s.connect_port,
+            plugin_path=",".join(str(bundle_dir(s.jars_dir, b)) for b in plugin_bundles()),
+        )
+        render("log4j2.yaml", self.conf_path / "log4j2.yaml", name=self.name)
+
+    def launch(self) -> Launch:
+        s = self.settings
+        return Launch(
+            java_launch(
+                "org.apache.kafka.connect.cli.ConnectDistributed",
+                classpath(s.jars_dir, RUNTIME),
+                s.connect_heap_mb,
+                args=[str(self.conf_path / "connect-distributed.properties")],
+                props={"log4j2.configurationFile": str(self.conf_path / "log4j2.yaml")},
+            ),
+            # connectors that use the AWS SDK v2 against s3proxy
+            env={
+                "AWS_REQUEST_CHECKSUM_CALCULATION": "when_required",
+                "AWS_RESPONSE_CHECKSUM_VALIDATION": "when_required",
+            },
+        )
+
+    def is_healthy(self) -> bool:
+        # /connectors answers only once the worker has joined its group and read the config topic
+        return http_ok(f"{self.settings.connect_url}/connectors", timeout=3)
