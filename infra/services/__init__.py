@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from infra.services.base import Service, ServiceError
+from infra.services.flink import FlinkJobManager, FlinkTaskManager
 from infra.services.iceberg_catalog import IcebergCatalog
 from infra.services.kafka import Kafka
 from infra.services.kafka_connect import KafkaConnect
@@ -21,6 +22,8 @@ SERVICE_TYPES: tuple[type[Service], ...] = (
     SchemaRegistry,
     IcebergCatalog,
     KafkaConnect,
+    FlinkJobManager,
+    FlinkTaskManager,
 )
 
 

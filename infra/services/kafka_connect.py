@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 from infra.artifacts import bundle_dir, classpath, load_manifest
 from infra.services.base import Launch, Service, http_ok, java_launch, render
 
@@ -26,15 +29,24 @@ class KafkaConnect(Service):
     def ports(self) -> tuple[int, ...]:
         return (self.settings.connect_port,)
 
+    @property
+    def plugin_path(self) -> Path:
+        """One folder holding one sub-folder per plugin (Connect isolates each sub-folder in its own loader)."""
+        return self.conf_path / "plugins"
+
     def prepare(self) -> None:
         s = self.settings
+        shutil.rmtree(self.plugin_path, ignore_errors=True)
+        self.plugin_path.mkdir(parents=True)
+        for bundle in plugin_bundles():
+            (self.plugin_path / bundle.removeprefix(PLUGIN_PREFIX)).symlink_to(bundle_dir(s.jars_dir, bundle))
         render(
             "connect-distributed.properties",
             self.conf_path / "connect-distributed.properties",
             bootstrap=s.kafka_bootstrap,
             host=s.host,
             port=s.connect_port,
-            plugin_path=",".join(str(bundle_dir(s.jars_dir, b)) for b in plugin_bundles()),
+            plugin_path=self.plugin_path,
         )
         render("log4j2.yaml", self.conf_path / "log4j2.yaml", name=self.name)
 
