@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from infra.services.base import Service, ServiceError
+from infra.services.dagster import DagsterDev
 from infra.services.flink import FlinkJobManager, FlinkTaskManager
 from infra.services.iceberg_catalog import IcebergCatalog
 from infra.services.kafka import Kafka
@@ -14,7 +15,7 @@ from infra.services.postgres import Postgres
 from infra.services.schema_registry import SchemaRegistry
 from infra.settings import StackSettings
 
-# Start order: storage first, then Kafka and what talks to it, then the engines.
+# Start order: storage first, then Kafka and what talks to it, then the engines, then Dagster on top.
 SERVICE_TYPES: tuple[type[Service], ...] = (
     Postgres,
     ObjectStore,
@@ -24,6 +25,7 @@ SERVICE_TYPES: tuple[type[Service], ...] = (
     KafkaConnect,
     FlinkJobManager,
     FlinkTaskManager,
+    DagsterDev,
 )
 
 

@@ -1,0 +1,49 @@
+"""``dagster dev`` on the lineage_assets code location: the webserver (UI) and the daemon that runs sensors."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from infra.services.base import Launch, Service, http_ok
+from infra.settings import REPO_ROOT
+
+
+class DagsterDev(Service):
+    name = "dagster"
+    startup_timeout = 180.0
+
+    @property
+    def ports(self) -> tuple[int, ...]:
+        return (self.settings.dagster_port,)
+
+    @property
+    def dagster_home(self) -> Path:
+        return self.data_path
+
+    def prepare(self) -> None:
+        self.dagster_home.mkdir(parents=True, exist_ok=True)
+        config = self.dagster_home / "dagster.yaml"
+        if not config.exists():
+            # runs and event logs in SQLite under DAGSTER_HOME; telemetry off on a machine with no internet
+            config.write_text("telemetry:\n  enabled: false\n")
+
+    def launch(self) -> Launch:
+        dagster = Path(sys.executable).with_name("dagster")
+        return Launch(
+            [
+                str(dagster),
+                "dev",
+                "-w",
+                str(REPO_ROOT / "workspace.yaml"),
+                "-h",
+                self.settings.host,
+                "-p",
+                str(self.settings.dagster_port),
+            ],
+            env={"DAGSTER_HOME": str(self.dagster_home)},
+            cwd=REPO_ROOT,
+        )
+
+    def is_healthy(self) -> bool:
+        return http_ok(f"http://{self.settings.host}:{self.settings.dagster_port}/server_info", timeout=3)
