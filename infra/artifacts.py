@@ -23,6 +23,7 @@ from pathlib import Path
 from xml.sax.saxutils import escape
 
 MANIFEST = Path(__file__).with_name("artifacts.toml")
+REPO_ROOT = MANIFEST.parent.parent
 MAVEN_CENTRAL = "https://repo1.maven.org/maven2/"
 STAMP = ".bundle.json"
 
@@ -80,16 +81,20 @@ class Bundle:
     intransitive: tuple[str, ...] = ()
     transitive: bool = True
     unpack: bool = False
+    #: a Maven module of this repository whose ``mvn package`` leaves the bundle in ``target/plugin``
+    build: str = ""
 
     @property
     def fingerprint(self) -> str:
-        spec = {
+        spec: dict[str, object] = {
             "artifacts": [c.__dict__ for c in self.artifacts],
             "exclude": list(self.exclude),
             "intransitive": list(self.intransitive),
             "transitive": self.transitive,
             "unpack": self.unpack,
         }
+        if self.build:
+            spec["sources"] = _tree_digest(REPO_ROOT / self.build)
         return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
 
     def pom(self) -> str:
@@ -107,6 +112,16 @@ class Bundle:
         )
 
 
+def _tree_digest(root: Path) -> str:
+    """Digest of a module's sources (pom and src/), so a source change rebuilds its bundle."""
+    digest = hashlib.sha256()
+    for path in sorted([root / "pom.xml", *(root / "src").rglob("*")]):
+        if path.is_file():
+            digest.update(str(path.relative_to(root)).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
 def load_manifest(path: Path = MANIFEST) -> dict[str, Bundle]:
     try:
         data = tomllib.loads(path.read_text())
@@ -122,6 +137,7 @@ def load_manifest(path: Path = MANIFEST) -> dict[str, Bundle]:
             intransitive=tuple(spec.get("intransitive", ())),
             transitive=spec.get("transitive", True),
             unpack=spec.get("unpack", False),
+            build=spec.get("build", ""),
         )
     return bundles
 
@@ -167,7 +183,9 @@ def resolve_bundle(jars_dir: Path, bundle: Bundle, log: Callable[[str], None] = 
     staging = target.with_name(target.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
-    if bundle.transitive:
+    if bundle.build:
+        _build_module(bundle, staging, log)
+    elif bundle.transitive:
         with tempfile.TemporaryDirectory(prefix=f"lineage-lab-{bundle.name}-") as tmp:
             _run_maven(bundle, _maven_command(bundle, Path(tmp), staging), staging, log)
     else:
@@ -192,6 +210,18 @@ def _maven_command(bundle: Bundle, tmp: Path, out: Path) -> list[str]:
         f"-DoutputDirectory={out}",
         "-DincludeScope=runtime",
     ]
+
+
+def _build_module(bundle: Bundle, out: Path, log: Callable[[str], None]) -> None:
+    """Build a Maven module of this repository (its unit tests run too) and take its plugin folder."""
+    module = REPO_ROOT / bundle.build
+    log(f"    building {bundle.build} with Maven (unit tests included) ...")
+    _run_maven(bundle, [_mvn(), "-B", "-f", str(module / "pom.xml"), "clean", "package"], out, log)
+    built = module / "target" / "plugin"
+    if not built.is_dir():
+        raise ArtifactError(f"{bundle.build}: `mvn package` left no target/plugin folder")
+    for item in built.iterdir():
+        shutil.copy2(item, out / item.name)
 
 
 def _fetch_file(c: Coordinate, out: Path, unpack: bool, log: Callable[[str], None]) -> None:

@@ -79,9 +79,14 @@ class Service:
 
 
 def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
+    """True when something listens on host:port.
+
+    A connect to a closed port in the ephemeral range can succeed by connecting the socket to itself (TCP
+    simultaneous open); that is not a listener, so it counts as closed.
+    """
     try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            return sock.getsockname() != sock.getpeername()
     except OSError:
         return False
 
