@@ -7,7 +7,6 @@ import os
 import pwd
 import shutil
 import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,9 +67,10 @@ class Postgres(Service):
         data.mkdir(parents=True, exist_ok=True)
         data.chmod(0o700)
         self._owned_by_runner(data)
-        with tempfile.NamedTemporaryFile("w", delete=False, dir=self.settings.home) as pw:
-            pw.write(self.settings.postgres_password + "\n")
-        pwfile = Path(pw.name)
+        # the password file sits next to the data (same owner); initdb needs an empty data dir, so a sibling
+        pwfile = data.with_name(data.name + ".pwfile")
+        pwfile.write_text(self.settings.postgres_password + "\n")
+        pwfile.chmod(0o600)
         try:
             self._owned_by_runner(pwfile)
             cmd = [
@@ -88,6 +88,11 @@ class Postgres(Service):
             result = subprocess.run(cmd, capture_output=True, text=True, user=user)
         finally:
             pwfile.unlink(missing_ok=True)
+        if result.returncode != 0 and "Permission denied" in result.stderr:
+            raise self.fail(
+                f"initdb, run as the {RUN_AS!r} OS user, cannot reach {data}: make its parent directories "
+                f"traversable (chmod o+x) or set LINEAGE_LAB_HOME to another directory ({result.stderr.strip()})"
+            )
         if result.returncode != 0:
             raise self.fail(f"initdb failed: {result.stderr.strip() or result.stdout.strip()}")
 

@@ -51,3 +51,12 @@ def test_classpath_of_unresolved_bundle_says_how_to_fix(tmp_path):
     name = next(iter(load_manifest()))
     with pytest.raises(ArtifactError, match="lineage-lab artifacts resolve"):
         classpath(tmp_path, name)
+
+
+def test_unreachable_maven_central_is_a_clear_error():
+    from infra.artifacts import check_maven_central
+
+    with pytest.raises(
+        ArtifactError, match=r"Maven Central is not reachable at http://127\.0\.0\.1:9/.*network or proxy"
+    ):
+        check_maven_central("http://127.0.0.1:9/", timeout=2)

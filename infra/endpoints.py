@@ -1,0 +1,31 @@
+"""Print the stack's endpoints (``--shell`` for ``eval`` in scripts), so scripts never repeat an address."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+
+from infra.settings import StackSettings
+
+
+def endpoints(s: StackSettings) -> dict[str, str]:
+    return {
+        "DAGSTER_URL": f"http://{s.host}:{s.dagster_port}",
+        "KAFKA_BOOTSTRAP": s.kafka_bootstrap,
+        "SCHEMA_REGISTRY_URL": s.schema_registry_url,
+        "CONNECT_URL": s.connect_url,
+        "FLINK_URL": s.flink_rest_url,
+        "ICEBERG_CATALOG_URL": s.iceberg_catalog_url,
+        "S3_ENDPOINT": s.s3_endpoint,
+        "LOGS_DIR": str(s.logs_dir),
+    }
+
+
+def main(argv: list[str]) -> None:
+    values = endpoints(StackSettings.from_env())
+    for key, value in values.items():
+        print(f"{key}={shlex.quote(value)}" if "--shell" in argv else f"{key:<20} {value}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The main command: install what is missing, bring the embedded stack up (PostgreSQL, object store, Kafka,
+# schema registry, Iceberg catalog, Kafka Connect, Flink, Dagster) and print where to look.
+# Services keep running until `.venv/bin/lineage-lab stack down`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/bootstrap.sh
+.venv/bin/lineage-lab stack up
+echo
+.venv/bin/lineage-lab stack status || true
+# shellcheck disable=SC1091
+eval "$(.venv/bin/python -m infra.endpoints --shell)"
+cat <<TXT
+
+lineage-lab is up.
+  Dagster UI        $DAGSTER_URL
+  Kafka             $KAFKA_BOOTSTRAP
+  Schema registry   $SCHEMA_REGISTRY_URL
+  Kafka Connect     $CONNECT_URL
+  Flink UI/REST     $FLINK_URL
+  Iceberg catalog   $ICEBERG_CATALOG_URL
+  Object store      $S3_ENDPOINT
+  Logs              $LOGS_DIR  (.venv/bin/lineage-lab stack logs SERVICE -f)
+Stop everything with: .venv/bin/lineage-lab stack down
+TXT
