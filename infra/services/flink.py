@@ -81,7 +81,7 @@ def assemble_flink_home(settings: StackSettings) -> Path:
     shipped = yaml.safe_load((dist / "conf" / "config.yaml").read_text())
     java_opts = shipped["env"]["java"]["opts"]["all"]
     data = settings.data_dir / "flink"
-    for d in (data / "tmp", data / "checkpoints", data / "savepoints", settings.logs_dir / "flink"):
+    for d in (data / "tmp", data / "pid", data / "checkpoints", data / "savepoints", settings.logs_dir / "flink"):
         d.mkdir(parents=True, exist_ok=True)
     openlineage_events_file(settings).parent.mkdir(parents=True, exist_ok=True)
     render(
@@ -89,7 +89,7 @@ def assemble_flink_home(settings: StackSettings) -> Path:
         conf / "config.yaml",
         java_opts=java_opts,
         log_dir=settings.logs_dir / "flink",
-        pid_dir=settings.run_dir,
+        pid_dir=data / "pid",
         host=settings.host,
         rpc_port=settings.flink_rpc_port,
         rest_port=settings.flink_rest_port,

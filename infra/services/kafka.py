@@ -47,7 +47,7 @@ class Kafka(Service):
             "kafka.tools.StorageTool",
             classpath(s.jars_dir, BUNDLE),
             256,
-            args=["format", "--config", str(self.properties), "--cluster-id", _kafka_id(cluster_id), "--standalone"],
+            args=["format", "--config", str(self.properties), f"--cluster-id={_kafka_id(cluster_id)}", "--standalone"],
             props=self._jvm_props(),
         )
         result = subprocess.run(argv, capture_output=True, text=True)
