@@ -57,6 +57,9 @@ class StackSettings:
     registry_db_password: str = "registry"
     source_db_password: str = "orders"
 
+    # OpenLineage namespace of every job of the pipeline
+    openlineage_namespace: str = "lineage-lab"
+
     # JVM heap caps (MiB) sized so that the whole stack plus Dagster fits a 2-core, 24 GiB machine.
     kafka_heap_mb: int = 512
     connect_heap_mb: int = 768

@@ -1,0 +1,317 @@
+"""The one place that names every dataset and job of the pipeline.
+
+For each dataset: its OpenLineage namespace and name, its Dagster asset key, its Marquez node id, its columns, and
+the job that produces it. For each job: its OpenLineage name and type, its inputs and outputs, and its column
+lineage. Everything is derived from ``StackSettings`` (broker address, buckets, warehouse, catalog URI), so a
+deployment that moves a service changes every producer's identities at once. Emitters, sensors and checks ask
+``Pipeline``; nothing else spells an identity.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from infra.settings import StackSettings
+from lineage_assets.lineage import naming
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Symlink:
+    """Another name of the same dataset (e.g. an Iceberg table's catalog name)."""
+
+    namespace: str
+    name: str
+    type: str = "TABLE"
+
+
+@dataclass(frozen=True)
+class Dataset:
+    key: str
+    namespace: str
+    name: str
+    asset_key: tuple[str, ...]
+    columns: tuple[Column, ...]
+    producer: str
+    description: str
+    symlinks: tuple[Symlink, ...] = ()
+
+    def __post_init__(self) -> None:
+        # Marquez parses node ids "dataset:<namespace>:<name>"; a name with ':' or a leading digit breaks it
+        if ":" in self.name or self.name[:1].isdigit():
+            raise naming.NamingError(f"dataset name {self.name!r} cannot be part of a Marquez node id")
+
+    @property
+    def node_id(self) -> str:
+        """The dataset's id in Marquez's lineage graph."""
+        return f"dataset:{self.namespace}:{self.name}"
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+    def column(self, name: str) -> Column:
+        for c in self.columns:
+            if c.name == name:
+                return c
+        raise KeyError(f"{self.key} has no column {name!r}; it has {self.column_names}")
+
+
+@dataclass(frozen=True)
+class ColumnSource:
+    """One input column an output column is computed from (OpenLineage columnLineage 1-0-x ``inputFields``)."""
+
+    dataset: str  # Dataset.key
+    column: str
+    type: Literal["DIRECT", "INDIRECT"] = "DIRECT"
+    subtype: str = "IDENTITY"  # IDENTITY, TRANSFORMATION, AGGREGATION, FILTER, GROUP_BY, WINDOW, ...
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Job:
+    name: str
+    namespace: str
+    processing_type: Literal["STREAMING", "BATCH"]
+    integration: str  # KAFKA_CONNECT, FLINK, SPARK
+    job_type: str  # JOB, TASK, QUERY ...
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    #: output dataset key -> output column -> its sources
+    column_lineage: dict[str, dict[str, tuple[ColumnSource, ...]]] = field(default_factory=dict)
+    description: str = ""
+
+    @property
+    def node_id(self) -> str:
+        return f"job:{self.namespace}:{self.name}"
+
+
+ORDER_COLUMNS_AVRO = (
+    Column("supplier", "string", "one of 8 suppliers"),
+    Column("item", "string", "product name"),
+    Column("price", "string", "decimal text with 2 places"),
+    Column("bid_time", "timestamp-millis", "when the order was placed (event time)"),
+    Column("order_id", "string", "UUID; also the record key"),
+)
+
+
+def _identity_map(dataset: str, columns: Iterable[str]) -> dict[str, tuple[ColumnSource, ...]]:
+    return {c: (ColumnSource(dataset, c),) for c in columns}
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """Every dataset and job of the pipeline, for one deployment (one ``StackSettings``)."""
+
+    datasets: dict[str, Dataset]
+    jobs: dict[str, Job]
+
+    @classmethod
+    def from_settings(cls, settings: StackSettings) -> Pipeline:
+        ns = settings.openlineage_namespace
+        kafka_orders = naming.kafka(settings.kafka_bootstrap, "orders")
+        kafka_stats = naming.kafka(settings.kafka_bootstrap, "supplier-stats")
+        archive = naming.s3(f"s3://{settings.archive_bucket}/topics/orders")
+        ice_orders = naming.iceberg_table(f"{settings.warehouse_uri}default/orders")
+        ice_stats = naming.iceberg_table(f"{settings.warehouse_uri}default/supplier_stats")
+        source = naming.postgres(settings.host, settings.postgres_port, "orders_source", "public", "orders")
+        catalog = settings.iceberg_catalog_url
+
+        datasets = [
+            Dataset(
+                "source_orders",
+                *source,
+                ("postgres", "orders_source", "orders"),
+                (
+                    Column("order_id", "uuid"),
+                    Column("supplier", "text"),
+                    Column("item", "text"),
+                    Column("price", "text"),
+                    Column("bid_time", "timestamptz"),
+                ),
+                producer="orders-generator",
+                description="Orders table the generator inserts into; Debezium captures its changes",
+            ),
+            Dataset(
+                "kafka_orders",
+                *kafka_orders,
+                ("kafka", "orders"),
+                ORDER_COLUMNS_AVRO,
+                producer="orders-source",
+                description="Kafka topic `orders`, Avro value (subject orders-value), key = order_id",
+            ),
+            Dataset(
+                "archive_orders",
+                *archive,
+                ("s3", "orders_archive"),
+                tuple(Column(c.name, "string") for c in ORDER_COLUMNS_AVRO),
+                producer="orders-s3-sink",
+                description="Raw orders archived as JSON lines, one object per 100 records or 60 s",
+            ),
+            Dataset(
+                "kafka_supplier_stats",
+                *kafka_stats,
+                ("kafka", "supplier_stats"),
+                (
+                    Column("window_start", "string"),
+                    Column("window_end", "string"),
+                    Column("supplier", "string"),
+                    Column("total_price", "double"),
+                    Column("count", "long"),
+                ),
+                producer="supplier-stats",
+                description="Per-supplier 5 s tumbling-window sums and counts",
+            ),
+            Dataset(
+                "iceberg_orders",
+                *ice_orders,
+                ("iceberg", "default", "orders"),
+                (
+                    Column("order_id", "string"),
+                    Column("item", "string"),
+                    Column("price", "decimal(10,2)"),
+                    Column("supplier", "string"),
+                    Column("bid_time", "timestamp"),
+                ),
+                producer="iceberg-ingestion",
+                description="Iceberg table default.orders, partitioned by day(bid_time)",
+                symlinks=(Symlink(catalog, "default.orders"),),
+            ),
+            Dataset(
+                "iceberg_supplier_stats",
+                *ice_stats,
+                ("iceberg", "default", "supplier_stats"),
+                (
+                    Column("supplier", "string"),
+                    Column("bid_date", "date"),
+                    Column("bid_hour", "int"),
+                    Column("total_price", "decimal(10,2)"),
+                    Column("total_count", "bigint"),
+                ),
+                producer="supplier_stats",
+                description="Per supplier and hour: total price and count, partitioned by bid_date, bid_hour",
+                symlinks=(Symlink(catalog, "default.supplier_stats"),),
+            ),
+        ]
+        order_fields = [c.name for c in ORDER_COLUMNS_AVRO]
+        jobs = [
+            Job(
+                "orders-source",
+                ns,
+                "STREAMING",
+                "KAFKA_CONNECT",
+                "JOB",
+                ("source_orders",),
+                ("kafka_orders",),
+                {"kafka_orders": _identity_map("source_orders", order_fields)},
+                "Debezium CDC of the orders table, envelope flattened",
+            ),
+            Job(
+                "orders-s3-sink",
+                ns,
+                "STREAMING",
+                "KAFKA_CONNECT",
+                "JOB",
+                ("kafka_orders",),
+                ("archive_orders",),
+                {"archive_orders": _identity_map("kafka_orders", order_fields)},
+                "Connect S3 sink: JSON lines",
+            ),
+            Job(
+                "supplier-stats",
+                ns,
+                "STREAMING",
+                "FLINK",
+                "JOB",
+                ("kafka_orders",),
+                ("kafka_supplier_stats",),
+                {
+                    "kafka_supplier_stats": {
+                        "window_start": (ColumnSource("kafka_orders", "bid_time", "DIRECT", "TRANSFORMATION"),),
+                        "window_end": (ColumnSource("kafka_orders", "bid_time", "DIRECT", "TRANSFORMATION"),),
+                        "supplier": (ColumnSource("kafka_orders", "supplier"),),
+                        "total_price": (ColumnSource("kafka_orders", "price", "DIRECT", "AGGREGATION"),),
+                        "count": (ColumnSource("kafka_orders", "order_id", "DIRECT", "AGGREGATION"),),
+                    }
+                },
+                "Flink DataStream: per-supplier 5 s tumbling windows on event time",
+            ),
+            Job(
+                "iceberg-ingestion",
+                ns,
+                "STREAMING",
+                "FLINK",
+                "JOB",
+                ("kafka_orders",),
+                ("iceberg_orders",),
+                {
+                    "iceberg_orders": {
+                        **_identity_map("kafka_orders", ["order_id", "item", "supplier"]),
+                        "price": (ColumnSource("kafka_orders", "price", "DIRECT", "TRANSFORMATION", "CAST"),),
+                        "bid_time": (ColumnSource("kafka_orders", "bid_time"),),
+                    }
+                },
+                "Flink Table API: Kafka orders (Avro) into Iceberg default.orders",
+            ),
+            Job(
+                "supplier_stats",
+                ns,
+                "BATCH",
+                "SPARK",
+                "JOB",
+                ("iceberg_orders",),
+                ("iceberg_supplier_stats",),
+                {
+                    "iceberg_supplier_stats": {
+                        "supplier": (ColumnSource("iceberg_orders", "supplier"),),
+                        "bid_date": (ColumnSource("iceberg_orders", "bid_time", "DIRECT", "TRANSFORMATION"),),
+                        "bid_hour": (ColumnSource("iceberg_orders", "bid_time", "DIRECT", "TRANSFORMATION"),),
+                        "total_price": (ColumnSource("iceberg_orders", "price", "DIRECT", "AGGREGATION"),),
+                        "total_count": (ColumnSource("iceberg_orders", "order_id", "DIRECT", "AGGREGATION"),),
+                    }
+                },
+                "PySpark: hourly totals per supplier for one day",
+            ),
+        ]
+        return cls({d.key: d for d in datasets}, {j.name: j for j in jobs})
+
+    def dataset(self, key: str) -> Dataset:
+        try:
+            return self.datasets[key]
+        except KeyError:
+            raise KeyError(f"unknown dataset {key!r}; known: {sorted(self.datasets)}") from None
+
+    def job(self, name: str) -> Job:
+        try:
+            return self.jobs[name]
+        except KeyError:
+            raise KeyError(f"unknown job {name!r}; known: {sorted(self.jobs)}") from None
+
+    def by_identity(self, namespace: str, name: str) -> Dataset | None:
+        """The pipeline dataset an (OpenLineage namespace, name) pair denotes, after normalisation."""
+        for ds in self.datasets.values():
+            if (ds.namespace, ds.name) == (namespace, name) or any(
+                (s.namespace, s.name) == (namespace, name) for s in ds.symlinks
+            ):
+                return ds
+        return None
+
+    def by_asset_key(self, path: Iterable[str]) -> Dataset:
+        wanted = tuple(path)
+        for ds in self.datasets.values():
+            if ds.asset_key == wanted:
+                return ds
+        raise KeyError(f"no dataset has asset key {wanted}")
+
+    def upstream(self, key: str) -> tuple[str, ...]:
+        """Dataset keys the producer of ``key`` reads: the dataset's upstream edges."""
+        producer = self.jobs.get(self.dataset(key).producer)
+        return producer.inputs if producer else ()

@@ -1,0 +1,75 @@
+import dataclasses
+
+import pytest
+
+from infra.settings import StackSettings
+from lineage_assets.lineage import naming
+from lineage_assets.lineage.identity import Pipeline
+
+
+@pytest.fixture
+def pipeline() -> Pipeline:
+    return Pipeline.from_settings(StackSettings())
+
+
+def test_the_reference_data_flow(pipeline):
+    edges = {(i, j.name, o) for j in pipeline.jobs.values() for i in j.inputs for o in j.outputs}
+    assert edges == {
+        ("source_orders", "orders-source", "kafka_orders"),
+        ("kafka_orders", "orders-s3-sink", "archive_orders"),
+        ("kafka_orders", "supplier-stats", "kafka_supplier_stats"),
+        ("kafka_orders", "iceberg-ingestion", "iceberg_orders"),
+        ("iceberg_orders", "supplier_stats", "iceberg_supplier_stats"),
+    }
+    for ds in pipeline.datasets.values():
+        if ds.key != "source_orders":
+            assert ds.key in pipeline.job(ds.producer).outputs, f"{ds.key}'s producer does not write it"
+
+
+def test_every_identity_is_unique(pipeline):
+    identities = [(d.namespace, d.name) for d in pipeline.datasets.values()]
+    assert len(set(identities)) == len(identities)
+    assert len({d.asset_key for d in pipeline.datasets.values()}) == len(pipeline.datasets)
+    assert len({d.node_id for d in pipeline.datasets.values()}) == len(pipeline.datasets)
+
+
+def test_identities_follow_the_settings_not_literals():
+    moved = dataclasses.replace(StackSettings(), host="10.1.2.3", kafka_port=19092, warehouse_bucket="lake")
+    p = Pipeline.from_settings(moved)
+    assert p.dataset("kafka_orders").namespace == "kafka://10.1.2.3:19092"
+    assert p.dataset("iceberg_orders").namespace == "s3://lake"
+    assert p.dataset("iceberg_orders").symlinks[0].namespace == "http://10.1.2.3:8181"
+
+
+def test_any_producer_spelling_resolves_to_the_same_dataset(pipeline):
+    orders = pipeline.dataset("kafka_orders")
+    for bootstrap in ("127.0.0.1:9092", "127.0.0.1:9092,127.0.0.1:9093", "PLAINTEXT://127.0.0.1:9092"):
+        assert pipeline.by_identity(*naming.kafka(bootstrap, "orders")) is orders
+    table = pipeline.dataset("iceberg_orders")
+    assert pipeline.by_identity(*naming.iceberg_table("s3a://warehouse/default/orders/")) is table
+    assert pipeline.by_identity("http://127.0.0.1:8181", "default.orders") is table, "catalog symlink"
+    assert pipeline.by_identity("kafka://localhost:9092", "orders") is None, "localhost is another namespace"
+
+
+def test_marquez_node_ids(pipeline):
+    assert pipeline.dataset("kafka_orders").node_id == "dataset:kafka://127.0.0.1:9092:orders"
+    assert pipeline.dataset("iceberg_orders").node_id == "dataset:s3://warehouse:default/orders"
+    assert pipeline.job("iceberg-ingestion").node_id == "job:lineage-lab:iceberg-ingestion"
+
+
+def test_column_lineage_names_real_columns(pipeline):
+    for job in pipeline.jobs.values():
+        for out_key, columns in job.column_lineage.items():
+            assert out_key in job.outputs
+            out = pipeline.dataset(out_key)
+            assert set(columns) == set(out.column_names), f"{job.name}: every output column has lineage"
+            for sources in columns.values():
+                for src in sources:
+                    assert src.dataset in job.inputs
+                    pipeline.dataset(src.dataset).column(src.column)
+
+
+def test_upstream_edges_and_asset_keys(pipeline):
+    assert pipeline.upstream("iceberg_supplier_stats") == ("iceberg_orders",)
+    assert pipeline.upstream("source_orders") == ()
+    assert pipeline.by_asset_key(["iceberg", "default", "orders"]).key == "iceberg_orders"
