@@ -63,6 +63,33 @@ def _artifacts(args: argparse.Namespace, settings: StackSettings) -> int:
     return 0
 
 
+def _lineage(args: argparse.Namespace, settings: StackSettings) -> int:
+    from lineage_assets.lineage.outbox import Drainer, LineageEmitter, Outbox
+
+    if args.action == "drain":
+        print(f"draining {settings.lineage_outbox} to {settings.marquez_url} (Ctrl-C stops)", flush=True)
+        LineageEmitter(settings.lineage_outbox, settings.marquez_url).run_forever()
+        return 0
+    outbox = Outbox(settings.lineage_outbox)
+    if args.flush:
+        done = Drainer(outbox, settings.marquez_url).flush(timeout=args.timeout)
+        if not done:
+            print(
+                f"events remain queued after {args.timeout:.0f}s: is the lineage backend at {settings.marquez_url} up?"
+            )
+    c = outbox.counts()
+    print(f"outbox {settings.lineage_outbox}")
+    print(
+        f"  queued {c.queued}  sent {c.sent}  rejected {c.rejected}  superseded {c.superseded}  "
+        f"duplicates dropped {c.duplicates_dropped}"
+    )
+    for job, attempts, error in outbox.pending_errors()[:10]:
+        print(f"  retrying {job} (attempt {attempts}): {error}")
+    for dead in outbox.dead_letters():
+        print(f"  dead letter #{dead.seq} {dead.job} {dead.event_type} run {dead.run_id}: {dead.reason}")
+    return 0 if c.queued == 0 or not args.flush else 1
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="lineage-lab", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
@@ -83,6 +110,13 @@ def parser() -> argparse.ArgumentParser:
     res = arts_sub.add_parser("resolve", help="resolve bundles from Maven Central into the cache")
     res.add_argument("bundles", nargs="*")
     arts_sub.add_parser("list", help="bundles, their artifacts, and whether they are resolved")
+
+    lineage = sub.add_parser("lineage", help="lineage delivery")
+    lineage_sub = lineage.add_subparsers(dest="action", required=True)
+    outbox = lineage_sub.add_parser("outbox", help="show the outbox; --flush delivers what is queued")
+    outbox.add_argument("--flush", action="store_true")
+    outbox.add_argument("--timeout", type=float, default=60.0)
+    lineage_sub.add_parser("drain", help="deliver the outbox continuously (foreground)")
     return p
 
 
@@ -90,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         settings = StackSettings.from_env()
-        handler = {"stack": _stack, "artifacts": _artifacts}[args.command]
+        handler = {"stack": _stack, "artifacts": _artifacts, "lineage": _lineage}[args.command]
         return handler(args, settings)
     except (ServiceError, artifacts.ArtifactError, SettingsError) as exc:
         print(f"error: {exc}", file=sys.stderr)

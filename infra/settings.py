@@ -152,6 +152,11 @@ class StackSettings:
         return f"http://{self.host}:{self.flink_rest_port}"
 
     @property
+    def lineage_outbox(self) -> Path:
+        """The durable queue every lineage emitter of this deployment writes to."""
+        return self.data_dir / "lineage" / "outbox.sqlite"
+
+    @property
     def warehouse_uri(self) -> str:
         return f"s3://{self.warehouse_bucket}/"
 

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from infra.services.base import Service, ServiceError, port_open
+from infra.services.base import Service, ServiceError, port_open, process_start_time, read_pid
 
 
 @dataclass(frozen=True)
@@ -39,28 +39,6 @@ class ServiceStatus:
         if self.healthy:
             return "healthy (not ours)"
         return "stopped"
-
-
-def _start_time(pid: int) -> str | None:
-    """Field 22 of /proc/<pid>/stat: the process start time in clock ticks since boot."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # the command name (field 2) may contain spaces; it is wrapped in parentheses
-    return stat.rsplit(")", 1)[1].split()[19]
-
-
-def read_pid(service: Service) -> int | None:
-    """The pid of the service's process if the pid file still describes a live process, else None."""
-    try:
-        record = json.loads(service.pid_path.read_text())
-    except (OSError, ValueError):
-        return None
-    pid = int(record.get("pid", 0))
-    if pid > 0 and _start_time(pid) == record.get("start_time"):
-        return pid
-    return None
 
 
 def status(services: Sequence[Service]) -> list[ServiceStatus]:
@@ -101,7 +79,7 @@ def _spawn(svc: Service) -> int:
             start_new_session=True,
             **kwargs,  # type: ignore[arg-type]
         )
-    svc.pid_path.write_text(json.dumps({"pid": proc.pid, "start_time": _start_time(proc.pid)}))
+    svc.pid_path.write_text(json.dumps({"pid": proc.pid, "start_time": process_start_time(proc.pid)}))
     return proc.pid
 
 
@@ -133,7 +111,7 @@ def _wait_healthy(svc: Service, pid: int) -> None:
     while time.monotonic() < deadline:
         if svc.is_healthy():
             return
-        if _start_time(pid) is None or _is_zombie(pid):
+        if process_start_time(pid) is None or _is_zombie(pid):
             raise svc.fail(f"the process exited before it became healthy; last log lines:\n{_log_tail(svc.log_path)}")
         time.sleep(0.5)
     raise svc.fail(
@@ -151,6 +129,13 @@ def _is_zombie(pid: int) -> bool:
         return True
 
 
+def _still_running(svc: Service, pid: int) -> bool:
+    """Alive, or exiting but still holding its ports (a zombie leader whose other threads still run)."""
+    if process_start_time(pid) is not None and not _is_zombie(pid):
+        return True
+    return any(port_open(svc.settings.host, p) for p in svc.ports)
+
+
 def stop(svc: Service) -> str:
     """Stop one service we started: SIGTERM to its process group, SIGKILL after ``stop_timeout``."""
     pid = read_pid(svc)
@@ -160,10 +145,10 @@ def stop(svc: Service) -> str:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pid, signal.SIGTERM)
     deadline = time.monotonic() + svc.stop_timeout
-    while time.monotonic() < deadline and _start_time(pid) is not None and not _is_zombie(pid):
+    while time.monotonic() < deadline and _still_running(svc, pid):
         time.sleep(0.2)
     outcome = "stopped"
-    if _start_time(pid) is not None and not _is_zombie(pid):
+    if _still_running(svc, pid):
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGKILL)
         outcome = f"killed after {svc.stop_timeout:.0f}s"

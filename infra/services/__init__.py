@@ -10,6 +10,7 @@ from infra.services.flink import FlinkJobManager, FlinkTaskManager
 from infra.services.iceberg_catalog import IcebergCatalog
 from infra.services.kafka import Kafka
 from infra.services.kafka_connect import KafkaConnect
+from infra.services.lineage_drainer import LineageDrainer
 from infra.services.object_store import ObjectStore
 from infra.services.postgres import Postgres
 from infra.services.schema_registry import SchemaRegistry
@@ -25,6 +26,7 @@ SERVICE_TYPES: tuple[type[Service], ...] = (
     KafkaConnect,
     FlinkJobManager,
     FlinkTaskManager,
+    LineageDrainer,
     DagsterDev,
 )
 

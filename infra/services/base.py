@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 import subprocess
@@ -141,6 +142,28 @@ def java_launch(
         *(args or []),
     ]
     return argv
+
+
+def process_start_time(pid: int) -> str | None:
+    """Field 22 of /proc/<pid>/stat: the process start time in clock ticks since boot."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # the command name (field 2) may contain spaces; it is wrapped in parentheses
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def read_pid(service: Service) -> int | None:
+    """The pid of the service's process if the pid file still describes a live process, else None."""
+    try:
+        record = json.loads(service.pid_path.read_text())
+    except (OSError, ValueError):
+        return None
+    pid = int(record.get("pid", 0))
+    if pid > 0 and process_start_time(pid) == record.get("start_time"):
+        return pid
+    return None
 
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"

@@ -1,0 +1,380 @@
+"""Lineage delivery that never blocks the pipeline and never loses an event.
+
+``emit`` writes the event to a durable SQLite outbox and returns; a drainer thread sends queued events to the
+lineage backend's ``/api/v1/lineage`` endpoint:
+
+- in order within each run (a run's next event waits until the previous one is delivered or dead-lettered);
+- with exponential backoff while the backend is unreachable or answers 5xx/408/429;
+- once per (runId, eventType, eventTime): duplicates are dropped when enqueued;
+- never a START/RUNNING/OTHER after the run's terminal event (the backend would re-open the run): such late
+  events are kept as ``superseded`` and not sent;
+- a 4xx answer dead-letters the event with the backend's reason.
+
+Several processes (Dagster's daemon, run workers, Flink job clients) share one outbox file; a drainer leases the
+event it sends, so two drainers never send the same event concurrently.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import requests
+from openlineage.client.event_v2 import RunEvent
+
+from lineage_assets.lineage.events import to_json
+
+NON_TERMINAL = ("START", "RUNNING", "OTHER")
+LEASE_SECONDS = 30.0
+MAX_BACKOFF = 30.0
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS events (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL,
+    event_type TEXT NOT NULL,
+    event_time TEXT NOT NULL,
+    job TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    state TEXT NOT NULL DEFAULT 'queued',   -- queued | sent | dead | superseded
+    attempts INTEGER NOT NULL DEFAULT 0,
+    next_attempt REAL NOT NULL DEFAULT 0,
+    lease_owner TEXT,
+    lease_until REAL,
+    last_error TEXT,
+    created REAL NOT NULL,
+    done_at REAL,
+    UNIQUE (run_id, event_type, event_time)
+);
+CREATE INDEX IF NOT EXISTS events_by_state ON events (state, run_id, seq);
+CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+"""
+
+
+class OutboxError(ValueError):
+    """An event cannot be queued (it is not an OpenLineage run event); the message says what is missing."""
+
+
+@dataclass(frozen=True)
+class Counts:
+    queued: int
+    sent: int
+    rejected: int
+    superseded: int
+    duplicates_dropped: int
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    seq: int
+    run_id: str
+    event_type: str
+    job: str
+    reason: str
+
+
+class Outbox:
+    """The durable queue. Safe to use from several threads and processes."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        with self._db() as db:
+            db.executescript(_SCHEMA)
+
+    @contextmanager
+    def _db(self) -> Iterator[sqlite3.Connection]:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: an acknowledged emit survives a process crash
+            self._local.conn = conn
+        yield conn
+
+    # producers --------------------------------------------------------------------------------------------
+    def enqueue(self, event: RunEvent | dict | str) -> bool:
+        """Queue one event durably. False when it duplicates one already queued (it is then dropped)."""
+        payload = (
+            to_json(event) if isinstance(event, RunEvent) else event if isinstance(event, str) else json.dumps(event)
+        )
+        try:
+            doc = json.loads(payload)
+            run_id, event_type, event_time = doc["run"]["runId"], doc["eventType"], doc["eventTime"]
+            job = f"{doc['job']['namespace']}/{doc['job']['name']}"
+        except (ValueError, KeyError, TypeError) as exc:
+            raise OutboxError(
+                f"not an OpenLineage run event (needs run.runId, eventType, eventTime, job.namespace/name): {exc!r}"
+            ) from exc
+        with self._db() as db:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                ended = db.execute(
+                    "SELECT 1 FROM events WHERE run_id = ? AND event_type IN ('COMPLETE','ABORT','FAIL') "
+                    "AND state != 'dead' LIMIT 1",
+                    (run_id,),
+                ).fetchone()
+                state = "superseded" if ended and event_type in NON_TERMINAL else "queued"
+                cur = db.execute(
+                    "INSERT OR IGNORE INTO events (run_id, event_type, event_time, job, payload, state, created) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (run_id, event_type, event_time, job, payload, state, time.time()),
+                )
+                if cur.rowcount == 0:
+                    self._bump(db, "duplicates_dropped")
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+        return cur.rowcount == 1
+
+    @staticmethod
+    def _bump(db: sqlite3.Connection, name: str) -> None:
+        db.execute(
+            "INSERT INTO counters (name, value) VALUES (?, 1) ON CONFLICT(name) DO UPDATE SET value = value + 1",
+            (name,),
+        )
+
+    # drainers ---------------------------------------------------------------------------------------------
+    def lease_next(self, owner: str, now: float | None = None, limit: int = 100) -> list[tuple[int, str, str]]:
+        """Lease the next deliverable event of up to ``limit`` runs: (seq, event_type, payload), oldest first.
+
+        The limit keeps each write transaction short, so producers' inserts never wait long for the lock.
+        """
+        now = time.time() if now is None else now
+        with self._db() as db:
+            # find candidates without holding the write lock (a read sees a consistent WAL snapshot) ...
+            heads = db.execute(
+                "SELECT e.seq, e.event_type, e.payload FROM events e JOIN (SELECT run_id, MIN(seq) AS seq "
+                "FROM events WHERE state = 'queued' GROUP BY run_id) h ON e.seq = h.seq "
+                "WHERE e.next_attempt <= ? AND (e.lease_until IS NULL OR e.lease_until <= ?) ORDER BY e.seq LIMIT ?",
+                (now, now, limit),
+            ).fetchall()
+            if not heads:
+                return []
+            # ... then take the leases in one short statement that re-checks each row is still free
+            marks = ",".join("?" * len(heads))
+            won = {
+                seq
+                for (seq,) in db.execute(
+                    f"UPDATE events SET lease_owner = ?, lease_until = ? WHERE seq IN ({marks}) AND state = 'queued' "
+                    "AND (lease_until IS NULL OR lease_until <= ?) RETURNING seq",
+                    (owner, now + LEASE_SECONDS, *(h[0] for h in heads), now),
+                ).fetchall()
+            }
+        return [h for h in heads if h[0] in won]
+
+    def record(self, outcomes: list[tuple[int, str, str | None]]) -> None:
+        """Apply a drain round's outcomes in one short transaction: (seq, sent|dead|retry|release, reason)."""
+        now = time.time()
+        sent = [seq for seq, what, _ in outcomes if what == "sent"]
+        with self._db() as db:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                if sent:
+                    db.execute(
+                        f"UPDATE events SET state = 'sent', done_at = ?, lease_owner = NULL, lease_until = NULL "
+                        f"WHERE seq IN ({','.join('?' * len(sent))})",
+                        (now, *sent),
+                    )
+                for seq, what, reason in outcomes:
+                    if what == "dead":
+                        db.execute(
+                            "UPDATE events SET state = 'dead', last_error = ?, done_at = ?, lease_owner = NULL, "
+                            "lease_until = NULL WHERE seq = ?",
+                            (reason, now, seq),
+                        )
+                    elif what == "retry":
+                        db.execute(
+                            "UPDATE events SET attempts = attempts + 1, next_attempt = ? + "
+                            "min(?, 0.25 * (1 << attempts)) * ?, last_error = ?, lease_owner = NULL, "
+                            "lease_until = NULL WHERE seq = ?",
+                            (now, MAX_BACKOFF, random.uniform(0.8, 1.2), reason, seq),
+                        )
+                    elif what == "release":  # give the lease back, no attempt counted
+                        db.execute(
+                            "UPDATE events SET lease_owner = NULL, lease_until = NULL, "
+                            "last_error = COALESCE(?, last_error) WHERE seq = ?",
+                            (reason, seq),
+                        )
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+
+    # inspection -------------------------------------------------------------------------------------------
+    def counts(self) -> Counts:
+        with self._db() as db:
+            by_state = dict(db.execute("SELECT state, COUNT(*) FROM events GROUP BY state").fetchall())
+            dups = db.execute("SELECT value FROM counters WHERE name = 'duplicates_dropped'").fetchone()
+        return Counts(
+            queued=by_state.get("queued", 0),
+            sent=by_state.get("sent", 0),
+            rejected=by_state.get("dead", 0),
+            superseded=by_state.get("superseded", 0),
+            duplicates_dropped=dups[0] if dups else 0,
+        )
+
+    def dead_letters(self) -> list[DeadLetter]:
+        with self._db() as db:
+            rows = db.execute(
+                "SELECT seq, run_id, event_type, job, last_error FROM events WHERE state = 'dead' ORDER BY seq"
+            ).fetchall()
+        return [DeadLetter(*row) for row in rows]
+
+    def pending_errors(self) -> list[tuple[str, int, str]]:
+        """(job, attempts, last error) of queued events that failed at least once."""
+        with self._db() as db:
+            return db.execute(
+                "SELECT job, attempts, last_error FROM events WHERE state = 'queued' AND attempts > 0 ORDER BY seq"
+            ).fetchall()
+
+
+class Drainer:
+    """Sends an outbox's events to ``{url}/api/v1/lineage`` from a background thread."""
+
+    def __init__(self, outbox: Outbox, url: str, timeout: float = 5.0) -> None:
+        self.outbox = outbox
+        self.endpoint = url.rstrip("/") + "/api/v1/lineage"
+        self.timeout = timeout
+        self.owner = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self._session = requests.Session()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        # circuit breaker: while the backend is unreachable, wait instead of trying every run's next event
+        self._unreachable_until = 0.0
+        self._unreachable_backoff = 0.0
+
+    def start(self) -> Drainer:
+        if self._thread is None or not self._thread.is_alive():
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._loop, name="lineage-drainer", daemon=True)
+            self._thread.start()
+        return self
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread:
+            self._thread.join(timeout=self.timeout + 5)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                delivered = self.drain_once()
+            except sqlite3.Error:
+                delivered = 0
+            if not delivered:
+                self._wake.wait(0.5)
+                self._wake.clear()
+
+    def drain_once(self) -> int:
+        """Send the next event of every run once; returns how many were delivered or dead-lettered.
+
+        Outcomes are recorded in one transaction per round, so the drainer takes the outbox's write lock rarely
+        and producers' inserts do not queue behind it.
+        """
+        if time.monotonic() < self._unreachable_until:
+            return 0
+        # after the backend was unreachable, probe with one event before leasing a batch
+        leased = self.outbox.lease_next(self.owner, limit=1 if self._unreachable_backoff else 100)
+        outcomes: list[tuple[int, str, str | None]] = []
+        for seq, _event_type, payload in leased:
+            if self._stop.is_set():
+                break
+            outcome = self._send(payload)
+            if outcome is None:
+                outcomes.append((seq, "sent", None))
+            elif outcome.startswith("reject:"):
+                outcomes.append((seq, "dead", outcome.removeprefix("reject:")))
+            elif outcome.startswith("unreachable:"):
+                # the backend is down: no attempt counted; pause the whole drainer; the rest is released below
+                self._unreachable_backoff = min(MAX_BACKOFF, max(0.25, self._unreachable_backoff * 2))
+                self._unreachable_until = time.monotonic() + self._unreachable_backoff
+                outcomes.append((seq, "release", outcome.removeprefix("unreachable:")))
+                break
+            else:
+                outcomes.append((seq, "retry", outcome))
+        else:
+            if leased:
+                self._unreachable_backoff = 0.0
+        handled = {seq for seq, _, _ in outcomes}
+        outcomes += [(seq, "release", None) for seq, _, _ in leased if seq not in handled]
+        self.outbox.record(outcomes)
+        return sum(1 for _, what, _ in outcomes if what in ("sent", "dead"))
+
+    def _send(self, payload: str) -> str | None:
+        """None when delivered; 'reject:<reason>' for a permanent refusal; 'unreachable:<reason>' when the
+        backend cannot be reached; else the retryable error of this event."""
+        try:
+            resp = self._session.post(
+                self.endpoint, data=payload, headers={"Content-Type": "application/json"}, timeout=self.timeout
+            )
+        except requests.RequestException as exc:
+            return f"unreachable:{self.endpoint} unreachable: {exc.__class__.__name__}: {exc}"
+        if 200 <= resp.status_code < 300:
+            return None
+        reason = f"HTTP {resp.status_code}: {resp.text[:1000]}"
+        if 400 <= resp.status_code < 500 and resp.status_code not in (408, 429):
+            return "reject:" + reason
+        return reason
+
+    def flush(self, timeout: float = 30.0) -> bool:
+        """Deliver (or dead-letter) everything queued, retrying as needed; False if events remain at timeout."""
+        deadline = time.monotonic() + timeout
+        self._unreachable_until = 0.0
+        while time.monotonic() < deadline:
+            if self.outbox.counts().queued == 0:
+                return True
+            if not self.drain_once():
+                time.sleep(0.2)
+        return self.outbox.counts().queued == 0
+
+
+class LineageEmitter:
+    """What producers use: ``emit`` returns as soon as the event is on disk.
+
+    In the embedded stack one drainer process (the ``lineage-drainer`` service, ``lineage-lab lineage drain``)
+    delivers for every producer, so producers only enqueue; ``drain_in_background=True`` runs a drainer thread in
+    this process instead, for a producer that runs without that service.
+    """
+
+    def __init__(self, outbox_path: Path, url: str, *, drain_in_background: bool = False) -> None:
+        self.outbox = Outbox(outbox_path)
+        self.drainer = Drainer(self.outbox, url)
+        if drain_in_background:
+            self.drainer.start()
+
+    def emit(self, event: RunEvent | dict | str) -> bool:
+        queued = self.outbox.enqueue(event)
+        self.drainer.wake()
+        return queued
+
+    def flush(self, timeout: float = 30.0) -> bool:
+        return self.drainer.flush(timeout)
+
+    def close(self) -> None:
+        self.drainer.stop()
+
+    def run_forever(self) -> None:
+        """Drain until interrupted (the lineage-drainer service's main loop)."""
+        self.drainer.start()
+        try:
+            while True:
+                time.sleep(3600)
+        finally:
+            self.drainer.stop()

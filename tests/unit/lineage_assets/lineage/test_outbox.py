@@ -1,0 +1,186 @@
+"""Delivery logic of the outbox against a small local HTTP receiver standing in for the lineage backend's
+/api/v1/lineage (ordering, retries, duplicates, terminal guard, dead letters). The same behaviour against the
+real backend belongs to the service tests."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from lineage_assets.lineage.outbox import Drainer, LineageEmitter, Outbox, OutboxError
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Receiver:
+    """Records every POSTed event; ``answers`` maps (runId, eventType) to an HTTP status to return."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.received: list[dict] = []
+        self.answers: dict[tuple[str, str], list[int]] = {}
+        self.server: ThreadingHTTPServer | None = None
+
+    def start(self) -> Receiver:
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                queue = receiver.answers.get((body["run"]["runId"], body["eventType"]), [])
+                status = queue.pop(0) if queue else 201
+                if status < 300:
+                    receiver.received.append(body)
+                self.send_response(status)
+                self.end_headers()
+                self.wfile.write(b'{"error": "bad facet"}' if status >= 400 else b"")
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        assert self.server
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def event(run: int, event_type: str, second: int) -> dict:
+    return {
+        "eventType": event_type,
+        "eventTime": f"2025-05-01T10:00:{second:02d}.000Z",
+        "run": {"runId": f"0195c1c0-0000-7000-8000-{run:012d}"},
+        "job": {"namespace": "lineage-lab", "name": f"job-{run}"},
+        "inputs": [],
+        "outputs": [],
+        "producer": "test",
+        "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
+    }
+
+
+@pytest.fixture
+def port() -> int:
+    return free_port()
+
+
+def test_backend_down_then_up_delivers_everything_once_in_order_per_run(tmp_path, port):
+    emitter = LineageEmitter(tmp_path / "outbox.sqlite", f"http://127.0.0.1:{port}", drain_in_background=True)
+    try:
+        sent = []
+        for i in range(50):
+            for run in range(4):
+                kind = "START" if i == 0 else "COMPLETE" if i == 49 else "RUNNING"
+                ev = event(run, kind, i)
+                assert emitter.emit(ev)
+                sent.append(ev)
+        assert emitter.outbox.counts().queued == 200, "nothing is lost while the backend is down"
+        receiver = Receiver(port).start()
+        try:
+            assert emitter.flush(timeout=60)
+        finally:
+            receiver.stop()
+    finally:
+        emitter.close()
+    keys = [(e["run"]["runId"], e["eventType"], e["eventTime"]) for e in receiver.received]
+    assert len(keys) == len(set(keys)) == 200, "each event exactly once"
+    for run in range(4):
+        run_id = f"0195c1c0-0000-7000-8000-{run:012d}"
+        got = [e["eventTime"] for e in receiver.received if e["run"]["runId"] == run_id]
+        assert got == sorted(got), f"run {run} delivered out of order"
+    assert emitter.outbox.counts().sent == 200
+
+
+def test_duplicates_are_dropped_and_counted(tmp_path):
+    box = Outbox(tmp_path / "o.sqlite")
+    assert box.enqueue(event(1, "START", 0))
+    assert not box.enqueue(event(1, "START", 0))
+    assert box.enqueue(event(1, "START", 1)), "another eventTime is another event"
+    counts = box.counts()
+    assert (counts.queued, counts.duplicates_dropped) == (2, 1)
+
+
+def test_no_start_or_running_after_a_terminal_event(tmp_path, port):
+    receiver = Receiver(port).start()
+    box = Outbox(tmp_path / "o.sqlite")
+    drainer = Drainer(box, f"http://127.0.0.1:{port}")
+    try:
+        box.enqueue(event(1, "START", 0))
+        box.enqueue(event(1, "ABORT", 5))
+        assert drainer.flush(10)
+        box.enqueue(event(1, "RUNNING", 3))  # a sensor's late RUNNING for a run that already ended
+        assert drainer.flush(10)
+    finally:
+        receiver.stop()
+    assert [e["eventType"] for e in receiver.received] == ["START", "ABORT"]
+    assert box.counts().superseded == 1
+
+
+def test_rejected_event_is_dead_lettered_with_the_reason_and_the_run_goes_on(tmp_path, port):
+    receiver = Receiver(port).start()
+    bad = event(2, "RUNNING", 1)
+    receiver.answers[(bad["run"]["runId"], "RUNNING")] = [422]
+    box = Outbox(tmp_path / "o.sqlite")
+    try:
+        for e in (event(2, "START", 0), bad, event(2, "COMPLETE", 2)):
+            box.enqueue(e)
+        assert Drainer(box, f"http://127.0.0.1:{port}").flush(10)
+    finally:
+        receiver.stop()
+    (dead,) = box.dead_letters()
+    assert (dead.event_type, dead.job) == ("RUNNING", "lineage-lab/job-2")
+    assert "HTTP 422" in dead.reason and "bad facet" in dead.reason
+    assert [e["eventType"] for e in receiver.received] == ["START", "COMPLETE"]
+    assert box.counts().rejected == 1
+
+
+def test_server_errors_are_retried(tmp_path, port):
+    receiver = Receiver(port).start()
+    ev = event(3, "START", 0)
+    receiver.answers[(ev["run"]["runId"], "START")] = [503, 500]
+    box = Outbox(tmp_path / "o.sqlite")
+    try:
+        box.enqueue(ev)
+        assert Drainer(box, f"http://127.0.0.1:{port}").flush(20)
+    finally:
+        receiver.stop()
+    assert len(receiver.received) == 1
+    assert box.counts().sent == 1
+
+
+def test_two_drainers_on_one_outbox_never_send_an_event_twice(tmp_path, port):
+    receiver = Receiver(port).start()
+    path = tmp_path / "o.sqlite"
+    producer = Outbox(path)
+    for i in range(30):
+        for run in range(3):
+            producer.enqueue(event(run, "RUNNING", i))
+    drainers = [Drainer(Outbox(path), f"http://127.0.0.1:{port}") for _ in range(2)]
+    try:
+        threads = [threading.Thread(target=d.flush, args=(30,)) for d in drainers]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        receiver.stop()
+    keys = [(e["run"]["runId"], e["eventTime"]) for e in receiver.received]
+    assert len(keys) == len(set(keys)) == 90
+
+
+def test_malformed_events_are_refused_with_what_is_missing(tmp_path):
+    box = Outbox(tmp_path / "o.sqlite")
+    with pytest.raises(OutboxError, match=r"needs run\.runId, eventType, eventTime"):
+        box.enqueue({"eventType": "START"})
+    with pytest.raises(OutboxError):
+        box.enqueue("not json")
