@@ -1,7 +1,20 @@
-"""The lineage_assets code location."""
+"""The lineage_assets code location: every asset, job and sensor of the pipeline, wired to the stack's resources."""
 
 from __future__ import annotations
 
 import dagster as dg
 
-defs = dg.Definitions()
+from infra.settings import StackSettings
+from lineage_assets.connect.assets import build_connect_assets
+from lineage_assets.lineage.identity import Pipeline
+from lineage_assets.resources import build_resources
+from lineage_assets.source.generator import generate_orders_job
+
+settings = StackSettings.from_env()
+pipeline = Pipeline.from_settings(settings)
+
+defs = dg.Definitions(
+    assets=[*build_connect_assets(pipeline, settings)],
+    jobs=[generate_orders_job],
+    resources=build_resources(settings),
+)

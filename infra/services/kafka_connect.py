@@ -64,6 +64,10 @@ class KafkaConnect(Service):
             env={
                 "AWS_REQUEST_CHECKSUM_CALCULATION": "when_required",
                 "AWS_RESPONSE_CHECKSUM_VALIDATION": "when_required",
+                # secrets connector configs reference as ${env:...} (EnvVarConfigProvider)
+                "LINEAGE_LAB_S3_ACCESS_KEY": s.s3_access_key,
+                "LINEAGE_LAB_S3_SECRET_KEY": s.s3_secret_key,
+                "LINEAGE_LAB_SOURCE_DB_PASSWORD": s.source_db_password,
             },
         )
 

@@ -1,0 +1,1 @@
+"""Kafka Connect: connector configurations, their deployment, and the sensor that watches them."""

@@ -1,0 +1,92 @@
+"""Assets of the pipeline's source side: the orders table, the Kafka topic `orders` that orders-source fills,
+and the archive that orders-s3-sink writes. Materializing one deploys (or updates) what produces it."""
+
+import dagster as dg
+
+from infra.settings import StackSettings
+from lineage_assets.connect.configs import config_version, render_connector
+from lineage_assets.kafka.topics import TopicSpec, ensure_topic
+from lineage_assets.lineage.identity import Pipeline
+from lineage_assets.metadata import asset_key, identity_metadata
+from lineage_assets.resources import ConnectResource, KafkaResource, ObjectStoreResource, SourceDatabaseResource
+from lineage_assets.source.orders import ensure_table
+
+OWNERS = ["team:data-platform"]
+WEEK_MS = 7 * 24 * 3600 * 1000
+ORDERS_TOPIC = TopicSpec("orders", partitions=3, retention_ms=WEEK_MS)
+DLQ_TOPIC = TopicSpec("orders-dlq", partitions=1, retention_ms=4 * WEEK_MS)
+SOURCE_CONNECTOR = "orders-source"
+SINK_CONNECTOR = "orders-s3-sink"
+
+
+def build_connect_assets(pipeline: Pipeline, settings: StackSettings) -> list[dg.AssetsDefinition]:
+    table = pipeline.dataset("source_orders")
+    topic = pipeline.dataset("kafka_orders")
+    archive = pipeline.dataset("archive_orders")
+
+    @dg.asset(
+        key=asset_key(table),
+        description=table.description,
+        kinds={"postgres"},
+        owners=OWNERS,
+        group_name="source",
+        metadata=identity_metadata(pipeline, table),
+    )
+    def orders_source_table(source_db: SourceDatabaseResource) -> dg.MaterializeResult:
+        with source_db.connect() as conn:
+            ensure_table(conn)
+            (rows,) = conn.execute("SELECT count(*) FROM public.orders").fetchone()
+        return dg.MaterializeResult(metadata={"dagster/row_count": rows})
+
+    @dg.asset(
+        key=asset_key(topic),
+        deps=[asset_key(table)],
+        description=f"{topic.description}. Materializing creates the topic and deploys the {SOURCE_CONNECTOR} "
+        "connector (Debezium CDC of the orders table).",
+        kinds={"kafka", "debezium"},
+        owners=OWNERS,
+        group_name="source",
+        metadata={**identity_metadata(pipeline, topic), "partitions": ORDERS_TOPIC.partitions},
+    )
+    def kafka_orders(kafka: KafkaResource, connect: ConnectResource) -> dg.MaterializeResult:
+        topic_outcome = ensure_topic(kafka.bootstrap_servers, ORDERS_TOPIC)
+        config = render_connector(SOURCE_CONNECTOR, settings)
+        outcome = connect.client().deploy(SOURCE_CONNECTOR, config)
+        return dg.MaterializeResult(
+            metadata={
+                "topic": f"{ORDERS_TOPIC.name} ({topic_outcome})",
+                "retention_ms": ORDERS_TOPIC.retention_ms,
+                "connector": f"{SOURCE_CONNECTOR} ({outcome})",
+                "config_version": config_version(config),
+            }
+        )
+
+    @dg.asset(
+        key=asset_key(archive),
+        deps=[asset_key(topic)],
+        description=f"{archive.description}. Materializing deploys the {SINK_CONNECTOR} connector; records it "
+        f"cannot write go to topic {DLQ_TOPIC.name}.",
+        kinds={"s3", "kafka"},
+        owners=OWNERS,
+        group_name="source",
+        metadata=identity_metadata(pipeline, archive),
+    )
+    def orders_archive(
+        kafka: KafkaResource, connect: ConnectResource, object_store: ObjectStoreResource
+    ) -> dg.MaterializeResult:
+        ensure_topic(kafka.bootstrap_servers, DLQ_TOPIC)
+        bucket = settings.archive_bucket
+        s3 = object_store.client()
+        if bucket not in {b["Name"] for b in s3.list_buckets().get("Buckets", [])}:
+            s3.create_bucket(Bucket=bucket)
+        config = render_connector(SINK_CONNECTOR, settings)
+        outcome = connect.client().deploy(SINK_CONNECTOR, config)
+        return dg.MaterializeResult(
+            metadata={
+                "connector": f"{SINK_CONNECTOR} ({outcome})",
+                "config_version": config_version(config),
+                "dead_letter_topic": DLQ_TOPIC.name,
+            }
+        )
+
+    return [orders_source_table, kafka_orders, orders_archive]

@@ -1,0 +1,60 @@
+"""Connector configurations: JSON files under ``connect/connectors/`` with ``@{placeholders}`` filled from the
+stack's settings, so one file serves every environment. Secrets stay out of Connect's config topic: the files
+reference them as ``${env:NAME}``, which the worker's EnvVarConfigProvider resolves when it starts a task."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from string import Template
+
+from infra.settings import REPO_ROOT, StackSettings
+
+CONNECTORS_DIR = REPO_ROOT / "connect" / "connectors"
+
+
+class _ConnectorTemplate(Template):
+    delimiter = "@"  # "$" belongs to Connect's own ${provider:key} references
+
+
+class ConnectorConfigError(ValueError):
+    """A connector file is missing, malformed, or uses a placeholder the settings do not provide."""
+
+
+def template_values(settings: StackSettings) -> dict[str, str]:
+    return {
+        "kafka_bootstrap": settings.kafka_bootstrap,
+        "registry_api": f"http://{settings.host}:{settings.schema_registry_port}/apis/registry/v2",
+        "db_host": settings.host,
+        "db_port": str(settings.postgres_port),
+        "s3_endpoint": settings.s3_endpoint,
+        "s3_region": settings.s3_region,
+        "archive_bucket": settings.archive_bucket,
+    }
+
+
+def render_connector(name: str, settings: StackSettings, directory: Path = CONNECTORS_DIR) -> dict[str, str]:
+    path = directory / f"{name}.json"
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConnectorConfigError(f"no connector file {path}: {exc}") from exc
+    try:
+        rendered = _ConnectorTemplate(text).substitute(template_values(settings))
+    except KeyError as exc:
+        raise ConnectorConfigError(f"{path}: placeholder @{{{exc.args[0]}}} is not a known setting") from exc
+    except ValueError as exc:
+        raise ConnectorConfigError(f"{path}: {exc}") from exc
+    try:
+        config = json.loads(rendered)
+    except ValueError as exc:
+        raise ConnectorConfigError(f"{path} is not valid JSON once rendered: {exc}") from exc
+    if not isinstance(config, dict) or "connector.class" not in config:
+        raise ConnectorConfigError(f"{path} must be a JSON object with connector.class")
+    return {k: str(v) for k, v in config.items()}
+
+
+def config_version(config: dict[str, str]) -> str:
+    """A short, stable fingerprint of a rendered config: what a materialization records as deployed."""
+    return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]

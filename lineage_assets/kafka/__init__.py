@@ -1,0 +1,1 @@
+"""Kafka topics of the pipeline: explicit creation and the figures sensors observe."""

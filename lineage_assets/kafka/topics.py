@@ -1,0 +1,108 @@
+"""Create topics explicitly (partitions, retention) and read their end offsets, with confluent-kafka."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+    NewTopic,
+    ResourceType,
+)
+
+
+class TopicError(RuntimeError):
+    """A topic cannot be created or brought to its declared shape."""
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    name: str
+    partitions: int
+    retention_ms: int
+    cleanup_policy: str = "delete"
+
+    @property
+    def configs(self) -> dict[str, str]:
+        return {"retention.ms": str(self.retention_ms), "cleanup.policy": self.cleanup_policy}
+
+
+def _admin(bootstrap: str) -> AdminClient:
+    return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 10000})
+
+
+def ensure_topic(bootstrap: str, spec: TopicSpec, timeout: float = 30.0) -> Literal["created", "updated", "unchanged"]:
+    """Create the topic, or bring its retention/cleanup config to the spec. More partitions than declared is an
+    error (Kafka cannot shrink a topic); fewer are added."""
+    admin = _admin(bootstrap)
+    try:
+        metadata = admin.list_topics(timeout=timeout)
+    except KafkaException as exc:
+        raise TopicError(f"Kafka at {bootstrap} is unreachable ({exc}); is the stack up?") from exc
+    existing = metadata.topics.get(spec.name)
+    if existing is None:
+        future = admin.create_topics(
+            [NewTopic(spec.name, num_partitions=spec.partitions, replication_factor=1, config=spec.configs)]
+        )[spec.name]
+        try:
+            future.result(timeout=timeout)
+        except KafkaException as exc:
+            raise TopicError(f"creating topic {spec.name!r} failed: {exc}") from exc
+        return "created"
+    changed = False
+    have = len(existing.partitions)
+    if have > spec.partitions:
+        raise TopicError(
+            f"topic {spec.name!r} has {have} partitions but {spec.partitions} are declared; Kafka cannot shrink a "
+            "topic: raise the declared count or recreate the topic"
+        )
+    if have < spec.partitions:
+        admin.create_partitions([NewPartitions(spec.name, spec.partitions)])[spec.name].result(timeout=timeout)
+        changed = True
+    resource = ConfigResource(ResourceType.TOPIC, spec.name)
+    current = admin.describe_configs([resource])[resource].result(timeout=timeout)
+    if any(current[k].value != v for k, v in spec.configs.items()):
+        entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in spec.configs.items()]
+        admin.incremental_alter_configs([ConfigResource(ResourceType.TOPIC, spec.name, incremental_configs=entries)])[
+            resource
+        ].result(timeout=timeout)
+        changed = True
+    return "updated" if changed else "unchanged"
+
+
+def end_offsets(bootstrap: str, topic: str, timeout: float = 10.0) -> dict[int, int]:
+    """Partition -> high watermark (records ever written, for a topic never compacted or truncated)."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "lineage-lab-observer", "enable.auto.commit": False}
+    )
+    try:
+        metadata = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
+        if metadata is None or metadata.error is not None:
+            return {}
+        return {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[1]
+            for p in sorted(metadata.partitions)
+        }
+    finally:
+        consumer.close()
+
+
+def consumer_lag(bootstrap: str, topic: str, group: str, timeout: float = 10.0) -> int | None:
+    """Records of ``topic`` the consumer group has not committed yet; None when the group has no offsets."""
+    ends = end_offsets(bootstrap, topic, timeout)
+    if not ends:
+        return None
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        committed = consumer.committed([TopicPartition(topic, p) for p in ends], timeout=timeout)
+    finally:
+        consumer.close()
+    if all(tp.offset < 0 for tp in committed):
+        return None
+    return sum(ends[tp.partition] - max(tp.offset, 0) for tp in committed)

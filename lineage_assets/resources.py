@@ -1,0 +1,117 @@
+"""Dagster resources for the systems the pipeline touches. Defaults come from ``StackSettings`` (the embedded
+stack, overridable with LINEAGE_LAB_* variables); every field can also be set in Dagster config for a real
+deployment. Secrets are read from the environment, never written here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+import psycopg
+
+from infra.settings import StackSettings
+from lineage_assets.connect.client import ConnectClient
+from lineage_assets.lineage.identity import Pipeline
+from lineage_assets.lineage.outbox import LineageEmitter
+
+
+class KafkaResource(dg.ConfigurableResource):
+    bootstrap_servers: str
+    schema_registry_url: str
+
+
+class ConnectResource(dg.ConfigurableResource):
+    url: str
+
+    def client(self) -> ConnectClient:
+        return ConnectClient(self.url)
+
+
+class SourceDatabaseResource(dg.ConfigurableResource):
+    """The PostgreSQL database holding the orders table that Debezium captures."""
+
+    host: str
+    port: int
+    dbname: str
+    user: str
+    password: str
+
+    def connect(self) -> psycopg.Connection:
+        return psycopg.connect(
+            host=self.host,
+            port=self.port,
+            dbname=self.dbname,
+            user=self.user,
+            password=self.password,
+            autocommit=True,
+            connect_timeout=5,
+        )
+
+
+class ObjectStoreResource(dg.ConfigurableResource):
+    endpoint: str
+    access_key_id: str
+    secret_access_key: str
+    region: str
+
+    def client(self):
+        import boto3
+        from botocore.config import Config
+
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            aws_access_key_id=self.access_key_id,
+            aws_secret_access_key=self.secret_access_key,
+            region_name=self.region,
+            config=Config(
+                s3={"addressing_style": "path"},
+                connect_timeout=3,
+                read_timeout=15,
+                request_checksum_calculation="when_required",
+                response_checksum_validation="when_required",
+            ),
+        )
+
+
+class LineageResource(dg.ConfigurableResource):
+    """Where lineage goes: the durable outbox (drained by the lineage-drainer service) and the backend URL."""
+
+    outbox_path: str
+    backend_url: str
+
+    def emitter(self) -> LineageEmitter:
+        return LineageEmitter(Path(self.outbox_path), self.backend_url)
+
+
+def _env_or(name: str, default: str) -> str | dg.EnvVar:
+    import os
+
+    return dg.EnvVar(name) if os.environ.get(name) else default
+
+
+def build_resources(settings: StackSettings) -> dict[str, dg.ConfigurableResource]:
+    return {
+        "kafka": KafkaResource(
+            bootstrap_servers=settings.kafka_bootstrap, schema_registry_url=settings.schema_registry_url
+        ),
+        "connect": ConnectResource(url=settings.connect_url),
+        "source_db": SourceDatabaseResource(
+            host=settings.host,
+            port=settings.postgres_port,
+            dbname="orders_source",
+            user="orders",
+            password=_env_or("LINEAGE_LAB_SOURCE_DB_PASSWORD", settings.source_db_password),
+        ),
+        "object_store": ObjectStoreResource(
+            endpoint=settings.s3_endpoint,
+            access_key_id=_env_or("LINEAGE_LAB_S3_ACCESS_KEY", settings.s3_access_key),
+            secret_access_key=_env_or("LINEAGE_LAB_S3_SECRET_KEY", settings.s3_secret_key),
+            region=settings.s3_region,
+        ),
+        "lineage": LineageResource(outbox_path=str(settings.lineage_outbox), backend_url=settings.marquez_url),
+    }
+
+
+def pipeline_for(settings: StackSettings | None = None) -> Pipeline:
+    return Pipeline.from_settings(settings or StackSettings.from_env())

@@ -1,0 +1,1 @@
+"""The pipeline's source: the PostgreSQL orders table and the generator that fills it."""
