@@ -26,7 +26,7 @@ from openlineage.client.facet_v2 import (
 from openlineage.client.serde import Serde
 from openlineage.client.uuid import generate_static_uuid
 
-from lineage_assets.lineage.identity import Dataset, Pipeline
+from lineage_assets.lineage.identity import Column, Dataset, Pipeline
 from lineage_assets.lineage.identity import Job as PipelineJob
 
 PRODUCER = "https://github.com/lineage-lab/lineage-lab"
@@ -66,16 +66,20 @@ def iso(ts: dt.datetime) -> str:
 class EventBuilder:
     """Builds the events of one pipeline (one deployment's identities)."""
 
-    def __init__(self, pipeline: Pipeline) -> None:
+    def __init__(self, pipeline: Pipeline, observed_columns: dict[str, tuple[Column, ...]] | None = None) -> None:
+        """``observed_columns`` replaces a dataset's declared columns by what was observed (e.g. the latest
+        schema in the registry), keyed by dataset key."""
         self.pipeline = pipeline
+        self.observed_columns = observed_columns or {}
 
     # datasets ---------------------------------------------------------------------------------------------
     def _dataset_facets(self, ds: Dataset) -> dict:
+        columns = self.observed_columns.get(ds.key, ds.columns)
         facets: dict = {
             "schema": schema_dataset.SchemaDatasetFacet(
                 fields=[
                     schema_dataset.SchemaDatasetFacetFields(name=c.name, type=c.type, description=c.description or None)
-                    for c in ds.columns
+                    for c in columns
                 ]
             ),
             "dataSource": datasource_dataset.DatasourceDatasetFacet(name=ds.namespace, uri=ds.namespace),
@@ -94,6 +98,10 @@ class EventBuilder:
         ds = self.pipeline.dataset(key)
         facets = self._dataset_facets(ds)
         lineage = job.column_lineage.get(key)
+        if lineage:
+            # Marquez keeps column lineage only for columns present in the same event's schema facet
+            present = {c.name for c in self.observed_columns.get(key, ds.columns)}
+            lineage = {column: sources for column, sources in lineage.items() if column in present}
         if lineage:
             facets["columnLineage"] = self._column_lineage(lineage)
         return OutputDataset(namespace=ds.namespace, name=ds.name, facets=facets)

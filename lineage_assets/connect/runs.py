@@ -1,0 +1,86 @@
+"""Connector state -> OpenLineage runs: the pure state machine the connector sensor drives.
+
+One OpenLineage run per continuous stretch of a connector running: START (then RUNNING, with datasets) when it
+starts running; RUNNING again when the registry has a new schema version; FAIL with the failed task's trace the
+moment a task fails (opening a run first if none was open, so a connector that fails before its first record is
+still reported); ABORT when it is paused or deleted. A connector that runs again after that gets a new run.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import asdict, dataclass
+
+from openlineage.client.event_v2 import RunEvent, RunState
+
+from lineage_assets.connect.client import ConnectorStatus
+from lineage_assets.lineage.events import Engine, EventBuilder, run_id_for
+
+ENGINE = Engine("kafka-connect", "4.1.2")
+
+
+@dataclass(frozen=True)
+class Track:
+    """What the sensor remembers of one connector between ticks (stored in the sensor cursor)."""
+
+    run_id: str | None = None
+    last_state: str | None = None
+    schema: str | None = None
+
+    @classmethod
+    def load(cls, data: dict | None) -> Track:
+        return cls(**(data or {}))
+
+    def dump(self) -> dict:
+        return asdict(self)
+
+
+def _state(status: ConnectorStatus | None) -> str:
+    if status is None:
+        return "DELETED"
+    if status.state == "FAILED" or status.failed_tasks:
+        return "FAILED"
+    return status.state  # RUNNING, PAUSED, UNASSIGNED, RESTARTING, STOPPED
+
+
+def step(
+    job: str,
+    track: Track,
+    status: ConnectorStatus | None,
+    schema: str | None,
+    builder: EventBuilder,
+    now: dt.datetime,
+) -> tuple[Track, list[RunEvent]]:
+    """Next track and the events to emit for one observation of a connector."""
+    state = _state(status)
+    events: list[RunEvent] = []
+    run_id = track.run_id
+
+    def emit(kind: RunState, **kwargs) -> None:
+        assert run_id is not None
+        events.append(builder.event(job, kind, run_id, event_time=now, engine=ENGINE, **kwargs))
+
+    def open_run() -> None:
+        nonlocal run_id
+        run_id = run_id_for(job, now, f"{job}@{now.isoformat()}")
+        emit(RunState.START)
+
+    if state == "RUNNING":
+        if run_id is None:
+            open_run()
+            emit(RunState.RUNNING)
+        elif schema != track.schema:
+            emit(RunState.RUNNING)
+    elif state == "FAILED" and (track.last_state != "FAILED" or run_id is not None):  # a new failure
+        if run_id is None:
+            open_run()
+        failed = status.failed_tasks if status else ()
+        trace = failed[0].trace if failed and failed[0].trace else "connector FAILED (no task trace)"
+        message = f"{job}: task {failed[0].id if failed else '?'} failed: {trace.splitlines()[0]}"
+        emit(RunState.FAIL, error=(message, trace))
+        run_id = None
+    elif state in ("PAUSED", "STOPPED", "DELETED") and run_id is not None:
+        emit(RunState.ABORT)
+        run_id = None
+    # UNASSIGNED / RESTARTING: transient, no event
+    return Track(run_id=run_id, last_state=state, schema=schema), events
