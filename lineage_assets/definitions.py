@@ -6,6 +6,7 @@ import dagster as dg
 
 from infra.settings import StackSettings
 from lineage_assets.connect.assets import build_connect_assets
+from lineage_assets.connect.sensor import build_connector_sensor
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.resources import build_resources
 from lineage_assets.source.generator import generate_orders_job
@@ -16,5 +17,6 @@ pipeline = Pipeline.from_settings(settings)
 defs = dg.Definitions(
     assets=[*build_connect_assets(pipeline, settings)],
     jobs=[generate_orders_job],
+    sensors=[build_connector_sensor(pipeline)],
     resources=build_resources(settings),
 )

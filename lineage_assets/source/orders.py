@@ -27,13 +27,14 @@ PRODUCTS = (
     "Lightweight Linen Jacket",
 )
 
+# column order = the reference record's field order (Debezium keeps it in the Avro schema)
 TABLE_DDL = """
 CREATE TABLE IF NOT EXISTS public.orders (
-    order_id text PRIMARY KEY,
     supplier text NOT NULL,
     item text NOT NULL,
     price text NOT NULL,
-    bid_time timestamp NOT NULL
+    bid_time timestamp NOT NULL,
+    order_id text PRIMARY KEY
 );
 COMMENT ON COLUMN public.orders.bid_time IS 'UTC; timestamp without time zone so Debezium emits timestamp-millis';
 COMMENT ON COLUMN public.orders.price IS 'decimal text with 2 places, as in the reference lab';

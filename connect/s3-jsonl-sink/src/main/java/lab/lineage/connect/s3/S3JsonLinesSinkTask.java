@@ -221,9 +221,14 @@ public class S3JsonLinesSinkTask extends SinkTask {
         // thrown: Connect would rewind the consumer; the upload is retried on the next put() instead.
         rotateDue(clock.getAsLong(), false);
         Map<TopicPartition, OffsetAndMetadata> safe = new HashMap<>();
-        for (TopicPartition tp : currentOffsets.keySet()) {
+        for (Map.Entry<TopicPartition, OffsetAndMetadata> entry : currentOffsets.entrySet()) {
+            TopicPartition tp = entry.getKey();
             PartitionBuffer buffer = buffers.get(tp);
-            if (buffer == null) {
+            if (buffer == null || buffer.isEmpty()) {
+                // Nothing buffered: every record Connect consumed was uploaded, skipped, or never reached put()
+                // because the converter failed and Connect's error handling (DLQ) took it. Commit Connect's
+                // position, so such records are not dead-lettered again after a restart.
+                safe.put(tp, entry.getValue());
                 continue;
             }
             long offset = buffer.committableOffset();

@@ -85,11 +85,23 @@ class S3JsonLinesSinkTaskTest {
         return out;
     }
 
+    /** What Connect hands preCommit: per assigned partition, the offset after the last record put(). */
+    private final Map<TopicPartition, OffsetAndMetadata> consumed = new HashMap<>();
+
+    private void put(List<SinkRecord> records) {
+        task.put(records);
+        for (SinkRecord r : records) {
+            consumed.put(new TopicPartition(r.topic(), r.kafkaPartition()), new OffsetAndMetadata(r.kafkaOffset() + 1));
+        }
+    }
+
+    private void close(List<TopicPartition> partitions) {
+        task.close(partitions);
+        partitions.forEach(consumed::remove);
+    }
+
     private Map<TopicPartition, OffsetAndMetadata> commit() {
-        Map<TopicPartition, OffsetAndMetadata> current = new HashMap<>();
-        current.put(TP0, new OffsetAndMetadata(Long.MAX_VALUE));
-        current.put(TP1, new OffsetAndMetadata(Long.MAX_VALUE));
-        return task.preCommit(current);
+        return task.preCommit(new HashMap<>(consumed));
     }
 
     private long committed(TopicPartition tp) {
@@ -103,7 +115,7 @@ class S3JsonLinesSinkTaskTest {
 
     @Test
     void sizeThenTimeRotation() {
-        task.put(orders(TP0, 0, 250));
+        put(orders(TP0, 0, 250));
         assertEquals(List.of("lab/topics/orders/partition=0/orders+0+00000000000000000000.jsonl",
                 "lab/topics/orders/partition=0/orders+0+00000000000000000100.jsonl"), uploadLog);
         assertEquals(100, lines(uploadLog.get(0)));
@@ -113,12 +125,12 @@ class S3JsonLinesSinkTaskTest {
         assertEquals(5_000, context.lastTimeout, "wake-up requested for the time rotation");
 
         now.addAndGet(4_999);
-        task.put(List.of());
+        put(List.of());
         assertEquals(2, uploadLog.size());
         assertEquals(S3JsonLinesSinkTask.MIN_WAKEUP_MS, context.lastTimeout, "wake-up floor");
 
         now.addAndGet(1);
-        task.put(List.of()); // the wake-up: empty put() triggers time rotation
+        put(List.of()); // the wake-up: empty put() triggers time rotation
         assertEquals(3, uploadLog.size());
         assertEquals(50, lines("lab/topics/orders/partition=0/orders+0+00000000000000000200.jsonl"));
         assertEquals(250, committed(TP0));
@@ -127,7 +139,7 @@ class S3JsonLinesSinkTaskTest {
 
     @Test
     void preCommitAlsoRotatesByTime() {
-        task.put(orders(TP1, 10, 15));
+        put(orders(TP1, 10, 15));
         assertEquals(10, committed(TP1));
         now.addAndGet(5_000);
         assertEquals(15, committed(TP1));
@@ -140,7 +152,7 @@ class S3JsonLinesSinkTaskTest {
         batch.add(rec(TP0, 3, null));
         batch.addAll(orders(TP0, 4, 6));
         batch.add(rec(TP0, 6, null));
-        task.put(batch);
+        put(batch);
         now.addAndGet(5_000);
         assertEquals(7, committed(TP0));
         assertEquals(5, lines(uploadLog.get(0)));
@@ -154,33 +166,33 @@ class S3JsonLinesSinkTaskTest {
         RetriableException e = assertThrows(RetriableException.class, () -> task.put(batch));
         assertTrue(e.getMessage().contains("simulated"));
         assertEquals(5_000, context.lastTimeout, "retry.backoff.ms handed to Connect");
-        assertEquals(0, committed(TP0), "nothing uploaded, nothing committed");
+        assertTrue(committed(TP0) <= 0, "nothing uploaded, nothing committed");
 
         // Connect re-delivers the same batch after the back-off.
         failUploads = false;
-        task.put(batch);
+        put(batch);
         assertEquals(1, uploadLog.size());
         assertEquals(100, lines(uploadLog.get(0)));
         now.addAndGet(5_000);
-        task.put(List.of());
+        put(List.of());
         assertEquals(50, lines(uploadLog.get(1)));
         assertEquals(150, committed(TP0));
     }
 
     @Test
     void failedTimeRotationInPreCommitIsDeferredNotThrown() {
-        task.put(orders(TP0, 0, 10));
+        put(orders(TP0, 0, 10));
         failUploads = true;
         now.addAndGet(6_000);
         assertEquals(0, committed(TP0));
         failUploads = false;
-        task.put(List.of());
+        put(List.of());
         assertEquals(10, committed(TP0));
     }
 
     @Test
     void restartReusesKeysSoNothingIsDuplicated() {
-        task.put(orders(TP0, 0, 130));
+        put(orders(TP0, 0, 130));
         long resumeFrom = committed(TP0);
         assertEquals(100, resumeFrom);
         task.close(List.of(TP0, TP1));
@@ -188,9 +200,9 @@ class S3JsonLinesSinkTaskTest {
 
         // New task instance re-consumes from the committed offset.
         task = newTask(new FakeContext(null), Map.of());
-        task.put(orders(TP0, resumeFrom, 130));
+        put(orders(TP0, resumeFrom, 130));
         now.addAndGet(5_000);
-        task.put(List.of());
+        put(List.of());
         assertEquals(List.of("lab/topics/orders/partition=0/orders+0+00000000000000000000.jsonl",
                 "lab/topics/orders/partition=0/orders+0+00000000000000000100.jsonl"), List.copyOf(store.keySet()));
         long total = store.values().stream().mapToLong(s -> s.split("\n").length).sum();
@@ -204,7 +216,7 @@ class S3JsonLinesSinkTaskTest {
             batch.add(rec(TP0, o, Map.of("p", 0)));
             batch.add(rec(TP1, o + 1000, Map.of("p", 1)));
         }
-        task.put(batch);
+        put(batch);
         assertEquals(Set.of("lab/topics/orders/partition=0/orders+0+00000000000000000000.jsonl",
                 "lab/topics/orders/partition=1/orders+1+00000000000000001000.jsonl"), store.keySet());
     }
@@ -223,9 +235,9 @@ class S3JsonLinesSinkTaskTest {
             reported.add(r);
             return CompletableFuture.completedFuture(null);
         }), Map.of());
-        task.put(List.of(rec(TP0, 0, Map.of("ok", 1)), rec(TP0, 1, new Object()), rec(TP0, 2, Map.of("ok", 2))));
+        put(List.of(rec(TP0, 0, Map.of("ok", 1)), rec(TP0, 1, new Object()), rec(TP0, 2, Map.of("ok", 2))));
         now.addAndGet(5_000);
-        task.put(List.of());
+        put(List.of());
         assertEquals(1, reported.size());
         assertEquals(1L, reported.get(0).kafkaOffset());
         assertEquals("{\"ok\":1}\n{\"ok\":2}\n", store.values().iterator().next());
@@ -236,17 +248,27 @@ class S3JsonLinesSinkTaskTest {
     @Test
     void unrenderableRecordSkippedWithToleranceAllAndNoReporter() {
         task = newTask(new FakeContext(null), Map.of("errors.tolerance", "all"));
-        task.put(List.of(rec(TP0, 0, new Object()), rec(TP0, 1, Map.of("ok", 1))));
+        put(List.of(rec(TP0, 0, new Object()), rec(TP0, 1, Map.of("ok", 1))));
         now.addAndGet(5_000);
         assertEquals(2, committed(TP0));
         assertEquals(1, task.recordsFailed());
     }
 
     @Test
+    void recordsConnectDeadLetteredBeforePutAreCommittedPastWhenNothingIsBuffered() {
+        put(orders(TP0, 0, 100)); // flush.size: uploaded at once
+        // offsets 100 and 101 failed in the converter: Connect sent them to the DLQ, put() never saw them
+        consumed.put(TP0, new OffsetAndMetadata(102));
+        assertEquals(102, committed(TP0), "a restart must not dead-letter them again");
+        put(orders(TP0, 102, 110));
+        assertEquals(102, committed(TP0), "buffered records still hold the committed offset back");
+    }
+
+    @Test
     void closedPartitionsDropTheirBuffers() {
-        task.put(orders(TP0, 0, 10));
-        task.put(orders(TP1, 0, 10));
-        task.close(List.of(TP0));
+        put(orders(TP0, 0, 10));
+        put(orders(TP1, 0, 10));
+        close(List.of(TP0));
         now.addAndGet(5_000);
         Map<TopicPartition, OffsetAndMetadata> offsets = commit();
         assertEquals(Set.of(TP1), offsets.keySet());

@@ -1,0 +1,124 @@
+"""The connector sensor: watches Kafka Connect, the topics and the archive, reports asset observations, and keeps
+each connector's OpenLineage run in step with its real state (through the lineage outbox)."""
+
+import datetime as dt
+import json
+
+import dagster as dg
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+from lineage_assets.connect.assets import DLQ_TOPIC, ORDERS_TOPIC, SINK_CONNECTOR, SOURCE_CONNECTOR
+from lineage_assets.connect.client import ConnectError
+from lineage_assets.connect.runs import Track, step
+from lineage_assets.kafka.topics import consumer_lag, end_offsets
+from lineage_assets.lineage.events import EventBuilder
+from lineage_assets.lineage.identity import Column, Pipeline
+from lineage_assets.metadata import asset_key
+from lineage_assets.resources import ConnectResource, KafkaResource, LineageResource, ObjectStoreResource
+
+# the connector's OpenLineage job has the connector's name (identity module)
+CONNECTORS = (SOURCE_CONNECTOR, SINK_CONNECTOR)
+
+
+def avro_columns(schema_str: str) -> tuple[Column, ...]:
+    """Columns of an Avro record schema, as the schema facet shows them (nullable unions unwrapped, logical
+    types by their logical name)."""
+    record = json.loads(schema_str)
+    columns = []
+    for f in record.get("fields", []):
+        t = f["type"]
+        if isinstance(t, list):
+            t = next((x for x in t if x != "null"), "null")
+        if isinstance(t, dict):
+            t = t.get("logicalType") or t.get("type")
+        columns.append(Column(f["name"], str(t), f.get("doc", "")))
+    return tuple(columns)
+
+
+def registry_schema(url: str, subject: str) -> tuple[str | None, tuple[Column, ...] | None]:
+    """(``<schema id>/v<version>``, columns) of the subject's latest version; (None, None) when not registered."""
+    try:
+        latest = SchemaRegistryClient({"url": url}).get_latest_version(subject)
+    except SchemaRegistryError:
+        return None, None
+    return f"{latest.schema_id}/v{latest.version}", avro_columns(latest.schema.schema_str)
+
+
+def build_connector_sensor(pipeline: Pipeline, archive_prefix: str = "topics/orders/") -> dg.SensorDefinition:
+    topic_key = asset_key(pipeline.dataset("kafka_orders"))
+    archive_key = asset_key(pipeline.dataset("archive_orders"))
+
+    @dg.sensor(
+        name="connector_sensor",
+        minimum_interval_seconds=30,
+        description="Connect connector/task states, topic offsets, archive objects and dead letters as asset "
+        "observations; OpenLineage START/RUNNING/FAIL/ABORT for orders-source and orders-s3-sink.",
+        default_status=dg.DefaultSensorStatus.STOPPED,
+    )
+    def connector_sensor(
+        context: dg.SensorEvaluationContext,
+        connect: ConnectResource,
+        kafka: KafkaResource,
+        object_store: ObjectStoreResource,
+        lineage: LineageResource,
+    ) -> dg.SensorResult | dg.SkipReason:
+        client = connect.client()
+        try:
+            statuses = {name: client.status(name) for name in CONNECTORS}
+        except ConnectError as exc:
+            return dg.SkipReason(str(exc))
+        schema_version, columns = registry_schema(kafka.schema_registry_url, f"{ORDERS_TOPIC.name}-value")
+        builder = EventBuilder(pipeline, {"kafka_orders": columns} if columns else None)
+        cursor = json.loads(context.cursor) if context.cursor else {}
+        now = dt.datetime.now(dt.UTC)
+        emitter = lineage.emitter()
+        for name, status in statuses.items():
+            track, events = step(name, Track.load(cursor.get(name)), status, schema_version, builder, now)
+            for event in events:
+                emitter.emit(event)
+                context.log.info(f"{name}: {event.eventType.value} run {event.run.runId}")
+            cursor[name] = track.dump()
+
+        def describe(name: str) -> str:
+            st = statuses[name]
+            return "not deployed" if st is None else f"{st.state}; tasks " + ",".join(t.state for t in st.tasks)
+
+        offsets = end_offsets(kafka.bootstrap_servers, ORDERS_TOPIC.name)
+        dlq = sum(end_offsets(kafka.bootstrap_servers, DLQ_TOPIC.name).values())
+        lag = consumer_lag(kafka.bootstrap_servers, ORDERS_TOPIC.name, f"connect-{SINK_CONNECTOR}")
+        objects, size = 0, 0
+        paginator = object_store.client().get_paginator("list_objects_v2")
+        for page in paginator.paginate(Bucket=pipeline_bucket(pipeline), Prefix=archive_prefix):
+            for obj in page.get("Contents", []):
+                objects += 1
+                size += obj["Size"]
+        observations = [
+            dg.AssetObservation(
+                asset_key=topic_key,
+                metadata={
+                    "records": sum(offsets.values()),
+                    "last_offsets": json.dumps(offsets),
+                    "connector": describe(SOURCE_CONNECTOR),
+                    "schema": schema_version or "not registered",
+                },
+            ),
+            dg.AssetObservation(
+                asset_key=archive_key,
+                metadata={
+                    "objects": objects,
+                    "bytes": size,
+                    "sink_lag": lag if lag is not None else -1,
+                    "dead_letters": dlq,
+                    "connector": describe(SINK_CONNECTOR),
+                },
+            ),
+        ]
+        return dg.SensorResult(asset_events=observations, cursor=json.dumps(cursor))
+
+    return connector_sensor
+
+
+def pipeline_bucket(pipeline: Pipeline) -> str:
+    """The archive bucket, from the archive dataset's identity (s3://<bucket>)."""
+    return pipeline.dataset("archive_orders").namespace.removeprefix("s3://")
