@@ -17,8 +17,8 @@ from lineage_assets.lineage.identity import Column, Pipeline
 from lineage_assets.metadata import asset_key
 from lineage_assets.resources import ConnectResource, KafkaResource, LineageResource, ObjectStoreResource
 
-# the connector's OpenLineage job has the connector's name (identity module)
-CONNECTORS = (SOURCE_CONNECTOR, SINK_CONNECTOR)
+# connector name -> its OpenLineage job (identity module); the pipeline's connectors carry their job's name
+CONNECTORS = {SOURCE_CONNECTOR: SOURCE_CONNECTOR, SINK_CONNECTOR: SINK_CONNECTOR}
 
 
 def avro_columns(schema_str: str) -> tuple[Column, ...]:
@@ -45,12 +45,18 @@ def registry_schema(url: str, subject: str) -> tuple[str | None, tuple[Column, .
     return f"{latest.schema_id}/v{latest.version}", avro_columns(latest.schema.schema_str)
 
 
-def build_connector_sensor(pipeline: Pipeline, archive_prefix: str = "topics/orders/") -> dg.SensorDefinition:
+def build_connector_sensor(
+    pipeline: Pipeline,
+    archive_prefix: str = "topics/orders/",
+    connectors: dict[str, str] | None = None,
+    name: str = "connector_sensor",
+) -> dg.SensorDefinition:
+    watched = connectors or CONNECTORS
     topic_key = asset_key(pipeline.dataset("kafka_orders"))
     archive_key = asset_key(pipeline.dataset("archive_orders"))
 
     @dg.sensor(
-        name="connector_sensor",
+        name=name,
         minimum_interval_seconds=30,
         description="Connect connector/task states, topic offsets, archive objects and dead letters as asset "
         "observations; OpenLineage START/RUNNING/FAIL/ABORT for orders-source and orders-s3-sink.",
@@ -65,7 +71,7 @@ def build_connector_sensor(pipeline: Pipeline, archive_prefix: str = "topics/ord
     ) -> dg.SensorResult | dg.SkipReason:
         client = connect.client()
         try:
-            statuses = {name: client.status(name) for name in CONNECTORS}
+            statuses = {connector: client.status(connector) for connector in watched}
         except ConnectError as exc:
             return dg.SkipReason(str(exc))
         schema_version, columns = registry_schema(kafka.schema_registry_url, f"{ORDERS_TOPIC.name}-value")
@@ -73,15 +79,16 @@ def build_connector_sensor(pipeline: Pipeline, archive_prefix: str = "topics/ord
         cursor = json.loads(context.cursor) if context.cursor else {}
         now = dt.datetime.now(dt.UTC)
         emitter = lineage.emitter()
-        for name, status in statuses.items():
-            track, events = step(name, Track.load(cursor.get(name)), status, schema_version, builder, now)
+        for connector, status in statuses.items():
+            job = watched[connector]
+            track, events = step(job, Track.load(cursor.get(connector)), status, schema_version, builder, now)
             for event in events:
                 emitter.emit(event)
-                context.log.info(f"{name}: {event.eventType.value} run {event.run.runId}")
-            cursor[name] = track.dump()
+                context.log.info(f"{connector}: {event.eventType.value} run {event.run.runId}")
+            cursor[connector] = track.dump()
 
-        def describe(name: str) -> str:
-            st = statuses[name]
+        def describe(connector: str) -> str:
+            st = statuses.get(connector)
             return "not deployed" if st is None else f"{st.state}; tasks " + ",".join(t.state for t in st.tasks)
 
         offsets = end_offsets(kafka.bootstrap_servers, ORDERS_TOPIC.name)

@@ -200,3 +200,48 @@ def test_poison_record_goes_to_the_dead_letter_topic_and_the_sink_keeps_running(
         result = build_connector_sensor(pipeline)(ctx)
     obs = {o.asset_key.to_user_string(): o.metadata for o in result.asset_events}
     assert obs["s3/orders_archive"]["dead_letters"].value >= before + 1
+
+
+def test_a_task_failing_at_run_time_fails_its_run_with_the_trace(settings, pipeline, resources, generated, tmp_path):
+    """A sink without error tolerance meets a record it cannot convert: its task fails; one sensor tick later the
+    connector's run is FAILED with the task's stack trace."""
+    import sqlite3
+
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = f"poisoned-{time.time_ns()}"
+    admin = AdminClient({"bootstrap.servers": settings.kafka_bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=30)
+    producer = Producer({"bootstrap.servers": settings.kafka_bootstrap})
+    producer.produce(topic, value=b"not avro at all")
+    assert producer.flush(30) == 0
+
+    config = render_connector(SINK_CONNECTOR, settings)
+    config.update({"topics": topic, "tasks.max": "1", "errors.tolerance": "none", "s3.prefix": "failing-test/"})
+    for key in [k for k in config if k.startswith("errors.deadletterqueue")]:
+        del config[key]
+    connector = f"failing-{topic}"
+    client = ConnectClient(settings.connect_url)
+    lineage = LineageResource(outbox_path=str(tmp_path / "outbox.sqlite"), backend_url=settings.marquez_url)
+    sensor = build_connector_sensor(pipeline, connectors={connector: SINK_CONNECTOR}, name="failing_test_sensor")
+    try:
+        client.deploy(connector, {**config, "consumer.override.auto.offset.reset": "earliest"})
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            status = client.status(connector)
+            if status and status.failed_tasks:
+                break
+            time.sleep(1)
+        assert status and status.failed_tasks, f"the task did not fail: {status}"
+        with dg.build_sensor_context(resources={**resources, "lineage": lineage}) as ctx:
+            sensor(ctx)
+    finally:
+        client.delete(connector)
+        admin.delete_topics([topic])
+    with sqlite3.connect(lineage.outbox_path) as db:
+        rows = db.execute("SELECT event_type, payload FROM events ORDER BY seq").fetchall()
+    assert [r[0] for r in rows] == ["START", "FAIL"], "a connector failing before any record still gets a run"
+    error = json.loads(rows[1][1])["run"]["facets"]["errorMessage"]
+    assert "task 0 failed" in error["message"]
+    assert "org.apache.kafka.connect.errors" in error["stackTrace"]
