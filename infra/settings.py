@@ -160,6 +160,15 @@ class StackSettings:
     def warehouse_uri(self) -> str:
         return f"s3://{self.warehouse_bucket}/"
 
+    def aws_sdk_env(self) -> dict[str, str]:
+        """Environment for AWS SDK v2 clients (S3FileIO, the S3 sink) talking to the object store: its region, and
+        checksums only where required (s3proxy and other S3-compatible stores do not all support the defaults)."""
+        return {
+            "AWS_REGION": self.s3_region,
+            "AWS_REQUEST_CHECKSUM_CALCULATION": "when_required",
+            "AWS_RESPONSE_CHECKSUM_VALIDATION": "when_required",
+        }
+
     def postgres_dsn(self, database: str, user: str, password: str) -> str:
         return f"postgresql://{user}:{password}@{self.host}:{self.postgres_port}/{database}"
 

@@ -65,12 +65,8 @@ def spark_conf(
 
 
 def spark_environment(settings: StackSettings) -> dict[str, str]:
-    """Process environment the Spark driver JVM needs (AWS SDK v2 against s3proxy)."""
-    return {
-        "AWS_REGION": settings.s3_region,
-        "AWS_REQUEST_CHECKSUM_CALCULATION": "when_required",
-        "AWS_RESPONSE_CHECKSUM_VALIDATION": "when_required",
-    }
+    """Process environment the Spark driver JVM needs (AWS SDK v2 against the object store)."""
+    return settings.aws_sdk_env()
 
 
 def build_session(settings: StackSettings, app_name: str, openlineage: dict[str, str] | None = None):

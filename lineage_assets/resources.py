@@ -9,6 +9,7 @@ from pathlib import Path
 import dagster as dg
 import psycopg
 
+from infra.services.object_store import s3_client_for
 from infra.settings import StackSettings
 from lineage_assets.connect.client import ConnectClient
 from lineage_assets.lineage.identity import Pipeline
@@ -55,23 +56,7 @@ class ObjectStoreResource(dg.ConfigurableResource):
     region: str
 
     def client(self):
-        import boto3
-        from botocore.config import Config
-
-        return boto3.client(
-            "s3",
-            endpoint_url=self.endpoint,
-            aws_access_key_id=self.access_key_id,
-            aws_secret_access_key=self.secret_access_key,
-            region_name=self.region,
-            config=Config(
-                s3={"addressing_style": "path"},
-                connect_timeout=3,
-                read_timeout=15,
-                request_checksum_calculation="when_required",
-                response_checksum_validation="when_required",
-            ),
-        )
+        return s3_client_for(self.endpoint, self.access_key_id, self.secret_access_key, self.region)
 
 
 class LineageResource(dg.ConfigurableResource):

@@ -49,9 +49,7 @@ def flink_env(settings: StackSettings) -> dict[str, str]:
         "FLINK_PLUGINS_DIR": str(home / "plugins"),
         "FLINK_LOG_DIR": str(settings.logs_dir / "flink"),
         "FLINK_IDENT_STRING": "lineage-lab",
-        "AWS_REGION": settings.s3_region,
-        "AWS_REQUEST_CHECKSUM_CALCULATION": "when_required",
-        "AWS_RESPONSE_CHECKSUM_VALIDATION": "when_required",
+        **settings.aws_sdk_env(),
     }
 
 

@@ -68,9 +68,7 @@ class IcebergCatalog(Service):
             "CATALOG_CLIENT_REGION": s.s3_region,
             "CATALOG_REST_PORT": str(s.iceberg_catalog_port),
             "REST_HOST": s.host,
-            "AWS_REGION": s.s3_region,
-            "AWS_REQUEST_CHECKSUM_CALCULATION": "when_required",
-            "AWS_RESPONSE_CHECKSUM_VALIDATION": "when_required",
+            **s.aws_sdk_env(),
         }
         cp = f"{self._classes}:{classpath(s.jars_dir, BUNDLE)}"
         # the fixture logs its whole configuration (credentials included) at INFO: keep that logger at WARN

@@ -62,8 +62,7 @@ class KafkaConnect(Service):
             ),
             # connectors that use the AWS SDK v2 against s3proxy
             env={
-                "AWS_REQUEST_CHECKSUM_CALCULATION": "when_required",
-                "AWS_RESPONSE_CHECKSUM_VALIDATION": "when_required",
+                **s.aws_sdk_env(),
                 # secrets connector configs reference as ${env:...} (EnvVarConfigProvider)
                 "LINEAGE_LAB_S3_ACCESS_KEY": s.s3_access_key,
                 "LINEAGE_LAB_S3_SECRET_KEY": s.s3_secret_key,

@@ -10,16 +10,21 @@ BUNDLE = "s3proxy"
 
 
 def s3_client(settings: StackSettings):
-    """A boto3 client for the stack's store (path-style, short timeouts so a dead store fails fast)."""
+    """A boto3 client for the stack's store."""
+    return s3_client_for(settings.s3_endpoint, settings.s3_access_key, settings.s3_secret_key, settings.s3_region)
+
+
+def s3_client_for(endpoint: str, access_key: str, secret_key: str, region: str):
+    """A boto3 client for an S3-compatible store (path-style, short timeouts so a dead store fails fast)."""
     import boto3
     from botocore.config import Config
 
     return boto3.client(
         "s3",
-        endpoint_url=settings.s3_endpoint,
-        aws_access_key_id=settings.s3_access_key,
-        aws_secret_access_key=settings.s3_secret_key,
-        region_name=settings.s3_region,
+        endpoint_url=endpoint,
+        aws_access_key_id=access_key,
+        aws_secret_access_key=secret_key,
+        region_name=region,
         config=Config(
             s3={"addressing_style": "path"},
             connect_timeout=2,
