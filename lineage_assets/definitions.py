@@ -7,15 +7,21 @@ import dagster as dg
 from infra.settings import StackSettings
 from lineage_assets.connect.assets import build_connect_assets
 from lineage_assets.connect.sensor import build_connector_sensor
+from lineage_assets.flink.specs import build_flink_output_specs
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.resources import build_resources
 from lineage_assets.source.generator import generate_orders_job
+from lineage_assets.spark.supplier_stats import build_supplier_stats_asset
 
 settings = StackSettings.from_env()
 pipeline = Pipeline.from_settings(settings)
 
 defs = dg.Definitions(
-    assets=[*build_connect_assets(pipeline, settings)],
+    assets=[
+        *build_connect_assets(pipeline, settings),
+        *build_flink_output_specs(pipeline),
+        build_supplier_stats_asset(pipeline),
+    ],
     jobs=[generate_orders_job],
     sensors=[build_connector_sensor(pipeline)],
     resources=build_resources(settings),

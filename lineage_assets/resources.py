@@ -9,6 +9,7 @@ from pathlib import Path
 import dagster as dg
 import psycopg
 
+from infra.services.iceberg_catalog import CATALOG_NAME, pyiceberg_properties_for
 from infra.services.object_store import s3_client_for
 from infra.settings import StackSettings
 from lineage_assets.connect.client import ConnectClient
@@ -59,6 +60,24 @@ class ObjectStoreResource(dg.ConfigurableResource):
         return s3_client_for(self.endpoint, self.access_key_id, self.secret_access_key, self.region)
 
 
+class IcebergResource(dg.ConfigurableResource):
+    """The Iceberg REST catalog, read with pyiceberg (table metadata, snapshots, row counts)."""
+
+    uri: str
+    s3_endpoint: str
+    access_key_id: str
+    secret_access_key: str
+    region: str
+
+    def catalog(self):
+        from pyiceberg.catalog import load_catalog
+
+        props = pyiceberg_properties_for(
+            self.uri, self.s3_endpoint, self.access_key_id, self.secret_access_key, self.region
+        )
+        return load_catalog(CATALOG_NAME, **props)
+
+
 class LineageResource(dg.ConfigurableResource):
     """Where lineage goes: the durable outbox (drained by the lineage-drainer service) and the backend URL."""
 
@@ -95,7 +114,27 @@ def build_resources(settings: StackSettings) -> dict[str, dg.ConfigurableResourc
             region=settings.s3_region,
         ),
         "lineage": LineageResource(outbox_path=str(settings.lineage_outbox), backend_url=settings.marquez_url),
+        "spark": build_spark_resource(settings),
+        "iceberg": IcebergResource(
+            uri=settings.iceberg_catalog_url,
+            s3_endpoint=settings.s3_endpoint,
+            access_key_id=_env_or("LINEAGE_LAB_S3_ACCESS_KEY", settings.s3_access_key),
+            secret_access_key=_env_or("LINEAGE_LAB_S3_SECRET_KEY", settings.s3_secret_key),
+            region=settings.s3_region,
+        ),
     }
+
+
+def build_spark_resource(settings: StackSettings):
+    from infra.spark import spark_conf
+    from lineage_assets.spark.resource import LineageSparkResource
+
+    return LineageSparkResource(
+        spark_config=spark_conf(settings, "supplier_stats", openlineage=None),
+        environment=settings.aws_sdk_env(),
+        openlineage_namespace=settings.openlineage_namespace,
+        events_dir=str(settings.data_dir / "openlineage" / "spark"),
+    )
 
 
 def pipeline_for(settings: StackSettings | None = None) -> Pipeline:

@@ -82,18 +82,24 @@ class IcebergCatalog(Service):
 CATALOG_NAME = "lakehouse"
 
 
-def pyiceberg_properties(settings) -> dict[str, str]:
-    """Properties for ``pyiceberg.catalog.load_catalog`` against the stack's REST catalog."""
+def pyiceberg_properties_for(uri: str, s3_endpoint: str, access_key: str, secret_key: str, region: str) -> dict:
+    """Properties for ``pyiceberg.catalog.load_catalog`` against a REST catalog whose files are in an
+    S3-compatible store."""
     return {
         "type": "rest",
-        "uri": settings.iceberg_catalog_url,
-        "s3.endpoint": settings.s3_endpoint,
-        "s3.access-key-id": settings.s3_access_key,
-        "s3.secret-access-key": settings.s3_secret_key,
-        "s3.region": settings.s3_region,
+        "uri": uri,
+        "s3.endpoint": s3_endpoint,
+        "s3.access-key-id": access_key,
+        "s3.secret-access-key": secret_key,
+        "s3.region": region,
         "s3.path-style-access": "true",
         "py-io-impl": "pyiceberg.io.pyarrow.PyArrowFileIO",
     }
+
+
+def pyiceberg_properties(settings) -> dict[str, str]:
+    s = settings
+    return pyiceberg_properties_for(s.iceberg_catalog_url, s.s3_endpoint, s.s3_access_key, s.s3_secret_key, s.s3_region)
 
 
 def load_catalog(settings):

@@ -9,6 +9,7 @@ from decimal import Decimal
 
 import pytest
 
+from infra.services.iceberg_catalog import load_catalog
 from infra.spark import build_session
 
 ROWS = [
@@ -20,7 +21,10 @@ ROWS = [
 
 @pytest.fixture(scope="session")
 def spark_table(settings, tmp_path_factory):
-    """(spark, namespace, OpenLineage events file) of a fresh namespace holding table ``orders``."""
+    """(rows Spark reads back, namespace, OpenLineage events file) of a fresh namespace holding table ``orders``.
+
+    The Spark session is stopped before the tests run: one process has one SparkContext, and later tests (the
+    supplier_stats asset) need their own, with their own OpenLineage listener settings."""
     namespace = f"smoke_{uuid.uuid4().hex[:8]}"
     events = tmp_path_factory.mktemp("openlineage") / "events.ndjson"
     spark = build_session(
@@ -42,7 +46,9 @@ def spark_table(settings, tmp_path_factory):
     spark.createDataFrame(
         ROWS, "order_id string, item string, price decimal(10,2), supplier string, bid_time timestamp_ntz"
     ).writeTo(f"{namespace}.orders").append()
-    yield spark, namespace, events
-    spark.sql(f"DROP TABLE IF EXISTS {namespace}.orders PURGE")
-    spark.sql(f"DROP NAMESPACE IF EXISTS {namespace}")
+    read_back = [tuple(r) for r in spark.sql(f"SELECT * FROM {namespace}.orders").collect()]
     spark.stop()
+    yield read_back, namespace, events
+    catalog = load_catalog(settings)
+    catalog.purge_table(f"{namespace}.orders")
+    catalog.drop_namespace(namespace)

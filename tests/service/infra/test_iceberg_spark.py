@@ -10,9 +10,8 @@ from tests.service.infra.conftest import ROWS
 
 
 def test_spark_reads_back_what_it_wrote(spark_table):
-    spark, namespace, _ = spark_table
-    got = sorted(tuple(r) for r in spark.sql(f"SELECT * FROM {namespace}.orders").collect())
-    assert got == sorted(ROWS)
+    read_back, _, _ = spark_table
+    assert sorted(read_back) == sorted(ROWS)
 
 
 def test_pyiceberg_reads_the_same_rows_through_the_same_catalog(spark_table, settings):

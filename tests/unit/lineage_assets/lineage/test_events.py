@@ -47,7 +47,7 @@ def test_output_carries_schema_symlink_datasource_and_column_lineage(builder):
         ("item", "string"),
         ("price", "decimal(10,2)"),
         ("supplier", "string"),
-        ("bid_time", "timestamp"),
+        ("bid_time", "timestamp_ntz"),
     ]
     assert out["symlinks"]["identifiers"] == [
         {"namespace": "http://127.0.0.1:8181", "name": "default.orders", "type": "TABLE"}

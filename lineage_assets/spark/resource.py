@@ -1,0 +1,66 @@
+"""dagster-pyspark's PySparkResource, with the OpenLineage Spark listener configured per Dagster run.
+
+The listener is a SparkContext listener: its settings (transport, parent run) must be in place when the context
+starts, so the session is built per run with the Dagster run as OpenLineage parent and the listener writing to a
+per-run file; ``forward_events`` then puts those events into the lineage outbox (never lost, even with the lineage
+backend down)."""
+
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+from dagster_pyspark import PySparkResource
+from dagster_pyspark.resources import spark_session_from_config
+from pydantic import PrivateAttr
+
+
+class LineageSparkResource(PySparkResource):
+    #: static configuration: catalog, S3FileIO, listener jars (infra.spark.spark_conf)
+    spark_config: dict[str, Any]
+    #: process environment the driver JVM needs (AWS SDK)
+    environment: dict[str, str]
+    openlineage_namespace: str
+    events_dir: str
+    app_name: str = "supplier_stats"
+    _events_path: Path | None = PrivateAttr(default=None)
+    _parent: tuple[str, str] | None = PrivateAttr(default=None)
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        run = context.dagster_run
+        run_id = run.run_id if run else str(uuid.uuid4())
+        job = run.job_name if run else "adhoc"
+        self._events_path = Path(self.events_dir) / f"{run_id}.ndjson"
+        self._events_path.parent.mkdir(parents=True, exist_ok=True)
+        self._parent = (run_id, job)
+        os.environ.update(self.environment)
+        from pyspark.sql import SparkSession
+
+        active = SparkSession.getActiveSession()
+        if active is not None:  # one SparkContext per process: ours needs this run's listener settings
+            active.stop()
+        conf = {
+            **self.spark_config,
+            "spark.app.name": self.app_name,
+            "spark.extraListeners": "io.openlineage.spark.agent.OpenLineageSparkListener",
+            "spark.openlineage.namespace": self.openlineage_namespace,
+            "spark.openlineage.transport.type": "file",
+            "spark.openlineage.transport.location": str(self._events_path),
+            "spark.openlineage.transport.append": "true",
+            "spark.openlineage.parentJobNamespace": self.openlineage_namespace,
+            "spark.openlineage.parentJobName": f"dagster.{job}",
+            "spark.openlineage.parentRunId": run_id,
+        }
+        self._spark_session = spark_session_from_config(conf)
+
+    @property
+    def events_path(self) -> Path:
+        assert self._events_path is not None, "the resource is not set up"
+        return self._events_path
+
+    @property
+    def parent(self) -> tuple[str, str]:
+        """(run id, job name) of the Dagster run the Spark application runs under."""
+        assert self._parent is not None
+        return self._parent

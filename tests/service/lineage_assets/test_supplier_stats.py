@@ -1,0 +1,210 @@
+"""supplier_stats for real: known orders written to Iceberg default.orders (with pyiceberg), the asset
+materialized for two days through Dagster with Spark, the result compared with an aggregation computed here, and
+the Spark listener's lineage checked against the identity module."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import random
+import sqlite3
+from collections import defaultdict
+from decimal import Decimal
+
+import dagster as dg
+import pyarrow as pa
+import pytest
+from pyiceberg.expressions import And, GreaterThanOrEqual, LessThan
+from pyiceberg.partitioning import PartitionField, PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.transforms import DayTransform
+from pyiceberg.types import DecimalType, NestedField, StringType, TimestampType
+
+from infra.services.iceberg_catalog import load_catalog
+from lineage_assets.lineage.identity import Pipeline
+from lineage_assets.resources import LineageResource, build_resources
+from lineage_assets.spark.supplier_stats import build_supplier_stats_asset
+
+ORDERS_SCHEMA = Schema(
+    NestedField(1, "order_id", StringType(), required=False),
+    NestedField(2, "item", StringType(), required=False),
+    NestedField(3, "price", DecimalType(10, 2), required=False),
+    NestedField(4, "supplier", StringType(), required=False),
+    NestedField(5, "bid_time", TimestampType(), required=False),
+)
+ARROW = pa.schema(
+    [
+        ("order_id", pa.string()),
+        ("item", pa.string()),
+        ("price", pa.decimal128(10, 2)),
+        ("supplier", pa.string()),
+        ("bid_time", pa.timestamp("us")),
+    ]
+)
+
+
+@pytest.fixture(scope="module")
+def days() -> list[dt.date]:
+    first = dt.date(2024, 1, 1) + dt.timedelta(days=random.randrange(0, 360))
+    return [first, first + dt.timedelta(days=1)]
+
+
+@pytest.fixture(scope="module")
+def orders_table(settings, days):
+    catalog = load_catalog(settings)
+    catalog.create_namespace_if_not_exists("default")
+    if not catalog.table_exists("default.orders"):
+        catalog.create_table(
+            "default.orders",
+            ORDERS_SCHEMA,
+            partition_spec=PartitionSpec(PartitionField(5, 1000, DayTransform(), "bid_time_day")),
+            properties={"format-version": "2"},
+        )
+    table = catalog.load_table("default.orders")
+    start = dt.datetime.combine(days[0], dt.time())
+    end = start + dt.timedelta(days=2)
+    table.delete(And(GreaterThanOrEqual("bid_time", start.isoformat()), LessThan("bid_time", end.isoformat())))
+    return table
+
+
+def write_orders(table, rows) -> None:
+    table.append(pa.Table.from_pylist(rows, schema=ARROW))
+
+
+def known_orders(days, n=300, seed=11):
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        day = days[i % 2]
+        rows.append(
+            {
+                "order_id": f"o-{seed}-{i}",
+                "item": "Lamp",
+                "price": Decimal(rng.randint(100, 15000)) / 100,
+                "supplier": rng.choice(["Alice", "Bob", "Carol", "Alex", "Joe", "James", "Jane", "Jack"]),
+                "bid_time": dt.datetime.combine(day, dt.time()) + dt.timedelta(seconds=rng.randrange(86400)),
+            }
+        )
+    return rows
+
+
+def expected_stats(rows, day):
+    totals = defaultdict(lambda: [Decimal("0"), 0])
+    for r in rows:
+        if r["bid_time"].date() != day or r["price"] is None or r["price"] < 0:
+            continue
+        key = (r["supplier"], day, r["bid_time"].hour)
+        totals[key][0] += r["price"]
+        totals[key][1] += 1
+    return {k: (v[0].quantize(Decimal("0.01")), v[1]) for k, v in totals.items()}
+
+
+def actual_stats(settings, day):
+    table = load_catalog(settings).load_table("default.supplier_stats")
+    rows = table.scan(row_filter=f"bid_date = '{day.isoformat()}'").to_arrow().to_pylist()
+    return {(r["supplier"], r["bid_date"], r["bid_hour"]): (r["total_price"], r["total_count"]) for r in rows}
+
+
+@pytest.fixture(scope="module")
+def lineage(tmp_path_factory, settings) -> LineageResource:
+    return LineageResource(
+        outbox_path=str(tmp_path_factory.mktemp("lineage") / "o.sqlite"), backend_url=settings.marquez_url
+    )
+
+
+def materialize(settings, day, lineage, config=None):
+    asset = build_supplier_stats_asset(Pipeline.from_settings(settings))
+    return dg.materialize(
+        [asset],
+        partition_key=day.isoformat(),
+        resources={**build_resources(settings), "lineage": lineage},
+        run_config={"ops": {"iceberg__default__supplier_stats": {"config": config or {}}}},
+        raise_on_error=False,
+    )
+
+
+def test_two_days_equal_an_independent_aggregation_and_days_are_independent(settings, orders_table, days, lineage):
+    rows = known_orders(days)
+    rows.append({**rows[0], "order_id": "neg", "price": Decimal("-5.00")})
+    rows.append({**rows[1], "order_id": "null", "price": None})
+    write_orders(orders_table, rows)
+
+    for day in days:
+        result = materialize(settings, day, lineage)
+        assert result.success
+        assert actual_stats(settings, day) == expected_stats(rows, day)
+    meta = result.asset_materializations_for_node("iceberg__default__supplier_stats")[0].metadata
+    assert meta["dagster/row_count"].value == len(expected_stats(rows, days[1]))
+    assert meta["rejected_orders"].value == 1, "the null price on day 2 is counted, not summed"
+
+    day2_before = actual_stats(settings, days[1])
+    write_orders(
+        orders_table, [{**rows[2], "order_id": "late", "bid_time": dt.datetime.combine(days[0], dt.time(23, 59))}]
+    )
+    assert materialize(settings, days[0], lineage).success
+    assert actual_stats(settings, days[0]) == expected_stats(
+        [*rows, {**rows[2], "order_id": "late", "bid_time": dt.datetime.combine(days[0], dt.time(23, 59))}], days[0]
+    )
+    assert actual_stats(settings, days[1]) == day2_before, "re-materializing one day leaves the other untouched"
+
+
+def test_a_day_without_orders_gives_zero_rows(settings, orders_table, lineage):
+    empty = dt.date(2024, 12, 31)
+    result = materialize(settings, empty, lineage)
+    assert result.success
+    meta = result.asset_materializations_for_node("iceberg__default__supplier_stats")[0].metadata
+    assert meta["dagster/row_count"].value == 0
+
+
+def test_listener_lineage_joins_the_ingestion_output_and_nests_under_the_dagster_run(
+    settings, lineage, orders_table, days
+):
+    pipeline = Pipeline.from_settings(settings)
+    with sqlite3.connect(lineage.outbox_path) as db:
+        events = [json.loads(p) for (p,) in db.execute("SELECT payload FROM events ORDER BY seq")]
+    assert events, "the Spark listener's events were queued"
+    ingestion_output = pipeline.dataset("iceberg_orders")
+    inputs = {(i["namespace"], i["name"]) for e in events for i in e.get("inputs", [])}
+    assert inputs == {(ingestion_output.namespace, ingestion_output.name)}, "one dataset node for iceberg orders"
+    target = pipeline.dataset("iceberg_supplier_stats")
+    outputs = [
+        o
+        for e in events
+        for o in e.get("outputs", [])
+        if (o["namespace"], o["name"]) == (target.namespace, target.name)
+    ]
+    lineage_fields = [o["facets"]["columnLineage"]["fields"] for o in outputs if "columnLineage" in o.get("facets", {})]
+    assert lineage_fields, "the output carries column lineage"
+    fields = lineage_fields[-1]
+    sources = {col: {i["field"] for i in f["inputFields"]} for col, f in fields.items()}
+    assert sources["supplier"] == {"supplier"}
+    assert sources["bid_date"] == {"bid_time"} and sources["bid_hour"] == {"bid_time"}
+    assert sources["total_price"] == {"price"}
+    parents = {e["run"]["facets"]["parent"]["job"]["name"] for e in events if "parent" in e["run"].get("facets", {})}
+    assert any(p.startswith("dagster.") for p in parents), parents
+
+
+def test_missing_upstream_names_the_table_and_the_asset(settings, lineage):
+    result = materialize(settings, dt.date(2024, 6, 1), lineage, config={"source_table": "default.no_such_orders"})
+    assert not result.success
+    (failure,) = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    message = failure.step_failure_data.error.message
+    assert "default.no_such_orders does not exist" in message and "iceberg/default/orders" in message
+
+
+def test_a_failing_spark_job_fails_the_materialization_and_its_lineage_run(settings, lineage, orders_table, days):
+    with sqlite3.connect(lineage.outbox_path) as db:
+        (before,) = db.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()
+    # a source with the wrong shape: the aggregation's query fails inside Spark
+    result = materialize(settings, days[0], lineage, config={"source_table": "default.supplier_stats"})
+    assert not result.success
+    (failure,) = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    assert "Spark job supplier_stats failed" in failure.step_failure_data.error.message
+    with sqlite3.connect(lineage.outbox_path) as db:
+        events = [
+            json.loads(p) for (p,) in db.execute("SELECT payload FROM events WHERE seq > ? ORDER BY seq", (before,))
+        ]
+    app = [e for e in events if e["job"]["name"] == "supplier_stats"]
+    assert app and app[-1]["eventType"] == "FAIL", [(e["job"]["name"], e["eventType"]) for e in events]
+    assert "AnalysisException" in app[-1]["run"]["facets"]["errorMessage"]["message"]
+    assert not [e for e in app if e["eventType"] == "COMPLETE"], "no COMPLETE for the failed application"
