@@ -5,7 +5,7 @@ import dagster as dg
 
 from infra.services.iceberg_catalog import CATALOG_NAME
 from lineage_assets.lineage.identity import Pipeline
-from lineage_assets.metadata import asset_key, identity_metadata
+from lineage_assets.metadata import asset_key, column_lineage, identity_metadata, table_schema
 from lineage_assets.resources import IcebergResource, LineageResource
 from lineage_assets.spark.lineage import forward_events
 from lineage_assets.spark.resource import LineageSparkResource
@@ -114,6 +114,8 @@ def build_supplier_stats_asset(pipeline: Pipeline) -> dg.AssetsDefinition:
         return dg.MaterializeResult(
             metadata={
                 "dagster/row_count": rows,
+                "dagster/column_schema": table_schema(target),
+                "dagster/column_lineage": column_lineage(pipeline, target),
                 "rejected_orders": rejected,
                 "partition": day,
                 "iceberg/snapshot_id": str(snapshot),

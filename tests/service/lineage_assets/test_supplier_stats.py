@@ -136,6 +136,12 @@ def test_two_days_equal_an_independent_aggregation_and_days_are_independent(sett
     meta = result.asset_materializations_for_node("iceberg__default__supplier_stats")[0].metadata
     assert meta["dagster/row_count"].value == len(expected_stats(rows, days[1]))
     assert meta["rejected_orders"].value == 1, "the null price on day 2 is counted, not summed"
+    assert meta["partition"].value == days[1].isoformat()
+    assert meta["spark/application_id"].value.startswith("local-")
+    assert int(meta["iceberg/snapshot_id"].value) > 0
+    assert meta["dagster/uri"].value.endswith("/default/supplier_stats")
+    deps = meta["dagster/column_lineage"].value.deps_by_column
+    assert [d.column_name for d in deps["total_price"]] == ["price"]
 
     day2_before = actual_stats(settings, days[1])
     write_orders(
