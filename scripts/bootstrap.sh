@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs everything lineage-lab needs on a fresh Debian machine, idempotently:
-#   system packages (Java 17, Maven, PostgreSQL), the Dagster venv (.venv), the PyFlink venv (.venv-flink)
+#   system packages (Java 17 JDK, Maven, PostgreSQL), the Dagster venv (.venv), the PyFlink venv (.venv-flink)
 #   and the JVM artifacts of infra/artifacts.toml (resolved by Maven into ~/.cache/lineage-lab/jars).
 # Re-running it only does what changed. Both README commands call it first.
 set -euo pipefail
@@ -12,7 +12,7 @@ die() { printf '\033[31m[bootstrap] %s\033[0m\n' "$*" >&2; exit 1; }
 
 # --- system packages ------------------------------------------------------------------------------------------
 missing=()
-command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)
+command -v javac >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)  # javac: the catalog launcher
 command -v mvn >/dev/null 2>&1 || missing+=(maven)
 ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing+=(postgresql)
 if ((${#missing[@]})); then
