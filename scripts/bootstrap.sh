@@ -28,6 +28,11 @@ fi
 PYTHON=${PYTHON:-$(command -v python3.11 || command -v python3)}
 "$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else 1)' \
   || die "Python 3.11 is required (found $("$PYTHON" --version 2>&1)); set PYTHON=/path/to/python3.11"
+if ! "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1; then
+  [[ $(id -u) -eq 0 ]] || die "Python's venv module is missing: sudo apt-get install -y python3-venv, then rerun"
+  say "installing python3-venv"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+fi
 
 # venv <dir> <stamp-source> <pip args...>: (re)install only when the requirement file changed
 venv() {
