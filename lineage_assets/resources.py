@@ -13,7 +13,6 @@ from infra.services.iceberg_catalog import CATALOG_NAME, pyiceberg_properties_fo
 from infra.services.object_store import s3_client_for
 from infra.settings import StackSettings
 from lineage_assets.connect.client import ConnectClient
-from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.lineage.outbox import LineageEmitter
 
 
@@ -135,7 +134,3 @@ def build_spark_resource(settings: StackSettings):
         openlineage_namespace=settings.openlineage_namespace,
         events_dir=str(settings.data_dir / "openlineage" / "spark"),
     )
-
-
-def pipeline_for(settings: StackSettings | None = None) -> Pipeline:
-    return Pipeline.from_settings(settings or StackSettings.from_env())
