@@ -7,6 +7,7 @@ import dagster as dg
 from infra.settings import StackSettings
 from lineage_assets.connect.assets import build_connect_assets
 from lineage_assets.connect.sensor import build_connector_sensor
+from lineage_assets.flink.assets import build_iceberg_ingestion_asset
 from lineage_assets.flink.specs import build_flink_output_specs
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.resources import build_resources
@@ -20,6 +21,7 @@ defs = dg.Definitions(
     assets=[
         *build_connect_assets(pipeline, settings),
         *build_flink_output_specs(pipeline),
+        build_iceberg_ingestion_asset(pipeline, settings),
         build_supplier_stats_asset(pipeline),
     ],
     jobs=[generate_orders_job],

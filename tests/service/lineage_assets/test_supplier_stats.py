@@ -15,23 +15,13 @@ import dagster as dg
 import pyarrow as pa
 import pytest
 from pyiceberg.expressions import And, GreaterThanOrEqual, LessThan
-from pyiceberg.partitioning import PartitionField, PartitionSpec
-from pyiceberg.schema import Schema
-from pyiceberg.transforms import DayTransform
-from pyiceberg.types import DecimalType, NestedField, StringType, TimestampType
 
 from infra.services.iceberg_catalog import load_catalog
+from lineage_assets.flink.tables import ensure_orders_table
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.resources import LineageResource, build_resources
 from lineage_assets.spark.supplier_stats import build_supplier_stats_asset
 
-ORDERS_SCHEMA = Schema(
-    NestedField(1, "order_id", StringType(), required=False),
-    NestedField(2, "item", StringType(), required=False),
-    NestedField(3, "price", DecimalType(10, 2), required=False),
-    NestedField(4, "supplier", StringType(), required=False),
-    NestedField(5, "bid_time", TimestampType(), required=False),
-)
 ARROW = pa.schema(
     [
         ("order_id", pa.string()),
@@ -51,16 +41,7 @@ def days() -> list[dt.date]:
 
 @pytest.fixture(scope="module")
 def orders_table(settings, days):
-    catalog = load_catalog(settings)
-    catalog.create_namespace_if_not_exists("default")
-    if not catalog.table_exists("default.orders"):
-        catalog.create_table(
-            "default.orders",
-            ORDERS_SCHEMA,
-            partition_spec=PartitionSpec(PartitionField(5, 1000, DayTransform(), "bid_time_day")),
-            properties={"format-version": "2"},
-        )
-    table = catalog.load_table("default.orders")
+    table = ensure_orders_table(load_catalog(settings), "default.orders")
     start = dt.datetime.combine(days[0], dt.time())
     end = start + dt.timedelta(days=2)
     table.delete(And(GreaterThanOrEqual("bid_time", start.isoformat()), LessThan("bid_time", end.isoformat())))

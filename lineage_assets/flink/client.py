@@ -1,0 +1,85 @@
+"""A small typed client of Flink's REST API (jobs, their state, cancel) plus submission through Flink's CLI."""
+
+import re
+from dataclasses import dataclass
+
+import requests
+
+from infra.services.flink import flink_cli
+from infra.settings import StackSettings
+
+ACTIVE = ("CREATED", "INITIALIZING", "RUNNING", "RESTARTING", "RECONCILING")
+_SAVEPOINT = re.compile(r"Savepoint completed\. Path: (\S+)")
+
+
+class FlinkError(RuntimeError):
+    """Flink refused a request or cannot be reached; the message says which and what to do."""
+
+
+@dataclass(frozen=True)
+class FlinkJob:
+    jid: str
+    name: str
+    state: str
+    start_time_ms: int
+
+
+class FlinkClient:
+    def __init__(self, settings: StackSettings, timeout: float = 10.0) -> None:
+        self.settings = settings
+        self.url = settings.flink_rest_url
+        self.timeout = timeout
+
+    def _get(self, path: str) -> dict:
+        try:
+            resp = requests.get(f"{self.url}{path}", timeout=self.timeout)
+        except requests.RequestException as exc:
+            raise FlinkError(
+                f"Flink at {self.url} is unreachable ({exc.__class__.__name__}); is the stack up?"
+            ) from exc
+        if resp.status_code >= 400:
+            raise FlinkError(f"GET {path}: HTTP {resp.status_code}: {resp.text[:500]}")
+        return resp.json()
+
+    def jobs(self) -> list[FlinkJob]:
+        return [
+            FlinkJob(j["jid"], j["name"], j["state"], j.get("start-time", 0))
+            for j in self._get("/jobs/overview")["jobs"]
+        ]
+
+    def active(self, name: str) -> FlinkJob | None:
+        """The job of that name that is not finished, if any (there must never be two)."""
+        running = [j for j in self.jobs() if j.name == name and j.state in ACTIVE]
+        return max(running, key=lambda j: j.start_time_ms) if running else None
+
+    def cancel(self, jid: str) -> None:
+        try:
+            resp = requests.patch(f"{self.url}/jobs/{jid}", params={"mode": "cancel"}, timeout=self.timeout)
+        except requests.RequestException as exc:
+            raise FlinkError(f"Flink at {self.url} is unreachable: {exc}") from exc
+        if resp.status_code >= 400:
+            raise FlinkError(f"cancelling {jid}: HTTP {resp.status_code}: {resp.text[:500]}")
+
+    def user_config(self, jid: str) -> dict[str, str]:
+        """The job's global job parameters (where a deployment records its version)."""
+        return self._get(f"/jobs/{jid}/config").get("execution-config", {}).get("user-config", {})
+
+    def stop_with_savepoint(self, jid: str, timeout: float = 300.0) -> str:
+        """Stop the job gracefully, taking a savepoint; returns the savepoint path."""
+        directory = f"file://{self.settings.data_dir / 'flink' / 'savepoints'}"
+        result = flink_cli(self.settings, "stop", "--savepointPath", directory, jid, timeout=timeout)
+        found = _SAVEPOINT.search(result.stdout + result.stderr)
+        if result.returncode != 0 or not found:
+            raise FlinkError(f"stopping {jid} with a savepoint failed: {(result.stdout + result.stderr)[-1500:]}")
+        return found.group(1)
+
+    def submit_python(self, script: str, *args: str, savepoint: str | None = None, timeout: float = 300.0) -> str:
+        """Submit a PyFlink script detached (from a savepoint if given); returns the job id Flink prints."""
+        restore = ["-s", savepoint] if savepoint else []
+        result = flink_cli(self.settings, "run", "-d", *restore, "-py", script, *args, timeout=timeout)
+        out = result.stdout + result.stderr
+        marker = "Job has been submitted with JobID "
+        if result.returncode != 0 or marker not in out:
+            tail = "\n".join(out.strip().splitlines()[-15:])
+            raise FlinkError(f"submitting {script} failed (exit {result.returncode}):\n{tail}")
+        return out.split(marker, 1)[1].split()[0]
