@@ -8,6 +8,7 @@ from infra.settings import StackSettings
 from lineage_assets.connect.assets import build_connect_assets
 from lineage_assets.connect.sensor import build_connector_sensor
 from lineage_assets.flink.assets import build_iceberg_ingestion_asset
+from lineage_assets.flink.sensor import build_flink_job_sensor
 from lineage_assets.flink.specs import build_flink_output_specs
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.resources import build_resources
@@ -25,6 +26,6 @@ defs = dg.Definitions(
         build_supplier_stats_asset(pipeline),
     ],
     jobs=[generate_orders_job],
-    sensors=[build_connector_sensor(pipeline)],
+    sensors=[build_connector_sensor(pipeline), build_flink_job_sensor(pipeline, settings)],
     resources=build_resources(settings),
 )

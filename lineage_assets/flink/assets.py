@@ -62,8 +62,14 @@ def build_iceberg_ingestion_asset(pipeline: Pipeline, settings: StackSettings) -
         if running is not None:
             deployed = client.user_config(running.jid).get("lineage-lab.version")
             if deployed == version:
+                # same deployment: carry the open run over, so the job sensor can close it later
+                previous = context.instance.get_latest_materialization_event(context.asset_key)
+                pmeta = previous.asset_materialization.metadata if previous and previous.asset_materialization else {}
+                carried = (
+                    {"openlineage/run_id": pmeta["openlineage/run_id"].value} if "openlineage/run_id" in pmeta else {}
+                )
                 return dg.MaterializeResult(
-                    metadata={"flink_job_id": running.jid, "deployment": f"unchanged ({version})"}
+                    metadata={"flink_job_id": running.jid, "deployment": f"unchanged ({version})", **carried}
                 )
             savepoint = client.stop_with_savepoint(running.jid)
             context.log.info(f"stopped {running.jid} (version {deployed}) with savepoint {savepoint}")

@@ -52,6 +52,34 @@ class FlinkClient:
         running = [j for j in self.jobs() if j.name == name and j.state in ACTIVE]
         return max(running, key=lambda j: j.start_time_ms) if running else None
 
+    def job(self, jid: str) -> FlinkJob | None:
+        """One job by id; None when the cluster does not know it (any more)."""
+        try:
+            resp = requests.get(f"{self.url}/jobs/{jid}", timeout=self.timeout)
+        except requests.RequestException as exc:
+            raise FlinkError(
+                f"Flink at {self.url} is unreachable ({exc.__class__.__name__}); is the stack up?"
+            ) from exc
+        if resp.status_code == 404:
+            return None
+        if resp.status_code >= 400:
+            raise FlinkError(f"GET /jobs/{jid}: HTTP {resp.status_code}: {resp.text[:500]}")
+        body = resp.json()
+        return FlinkJob(body["jid"], body["name"], body["state"], body.get("start-time", 0))
+
+    def failure_cause(self, jid: str) -> tuple[str, str] | None:
+        """(message, stack trace) of the job's root exception, if it has one."""
+        body = self._get(f"/jobs/{jid}/exceptions")
+        trace = body.get("root-exception") or ""
+        if not trace:
+            history = (body.get("exceptionHistory") or {}).get("entries") or []
+            trace = history[0].get("stacktrace", "") if history else ""
+        return (trace.splitlines()[0], trace) if trace else None
+
+    def last_checkpoint(self, jid: str) -> dict | None:
+        latest = (self._get(f"/jobs/{jid}/checkpoints").get("latest") or {}).get("completed")
+        return latest or None
+
     def cancel(self, jid: str) -> None:
         try:
             resp = requests.patch(f"{self.url}/jobs/{jid}", params={"mode": "cancel"}, timeout=self.timeout)

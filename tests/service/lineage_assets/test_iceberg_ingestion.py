@@ -50,10 +50,16 @@ def resources(settings, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def deployed(settings, resources):
+def instance():
+    with dg.DagsterInstance.ephemeral() as inst:
+        yield inst
+
+
+@pytest.fixture(scope="module")
+def deployed(settings, resources, instance):
     ensure_topic(settings.kafka_bootstrap, ORDERS_TOPIC)
     asset = build_iceberg_ingestion_asset(Pipeline.from_settings(settings), settings)
-    result = dg.materialize([asset], resources=resources)
+    result = dg.materialize([asset], resources=resources, instance=instance)
     assert result.success
     yield asset, result
     client = FlinkClient(settings)
@@ -130,10 +136,10 @@ def test_good_orders_land_once_and_bad_ones_are_dead_lettered(settings, resource
     assert FlinkClient(settings).active(JOB).state == "RUNNING", "bad records never stop the job"
 
 
-def test_materializing_again_changes_nothing(settings, resources, deployed):
+def test_materializing_again_changes_nothing(settings, resources, deployed, instance):
     asset, first = deployed
     jid = first.asset_materializations_for_node("iceberg__default__orders")[0].metadata["flink_job_id"].value
-    again = dg.materialize([asset], resources=resources)
+    again = dg.materialize([asset], resources=resources, instance=instance)
     meta = again.asset_materializations_for_node("iceberg__default__orders")[0].metadata
     assert meta["flink_job_id"].value == jid
     assert meta["deployment"].value.startswith("unchanged")
@@ -151,3 +157,36 @@ def test_manual_lineage_names_the_table_spark_reads(settings, resources, deploye
     assert out["facets"]["columnLineage"]["fields"]["price"]["inputFields"][0]["name"] == "orders"
     assert events[1]["job"]["facets"]["jobType"]["processingType"] == "STREAMING"
     assert events[0]["run"]["runId"] == events[1]["run"]["runId"]
+
+
+def test_sensor_closes_the_run_when_the_job_is_cancelled(settings, resources, deployed, instance):
+    from lineage_assets.flink.sensor import build_flink_job_sensor
+
+    sensor = build_flink_job_sensor(Pipeline.from_settings(settings), settings)
+
+    def evaluate(cursor):
+        with dg.build_sensor_context(instance=instance, cursor=cursor, resources=resources) as ctx:
+            result = sensor(ctx)
+        assert isinstance(result, dg.SensorResult), result
+        return result
+
+    first = evaluate(None)
+    (obs,) = [e for e in first.asset_events if isinstance(e, dg.AssetObservation)]
+    assert obs.metadata["state"].value == "RUNNING"
+    assert obs.metadata["dagster/row_count"].value >= N
+    assert any(isinstance(e, dg.AssetMaterialization) for e in first.asset_events), "a snapshot is a materialization"
+
+    client = FlinkClient(settings)
+    job = client.active(JOB)
+    client.cancel(job.jid)
+    deadline = time.monotonic() + 60
+    while client.job(job.jid).state != "CANCELED" and time.monotonic() < deadline:
+        time.sleep(1)
+    second = evaluate(first.cursor)
+    evaluate(second.cursor)  # a later tick must not close the run again
+
+    with sqlite3.connect(resources["lineage"].outbox_path) as db:
+        events = [json.loads(p) for (p,) in db.execute("SELECT payload FROM events ORDER BY seq")]
+    assert [e["eventType"] for e in events] == ["START", "RUNNING", "ABORT"]
+    assert len({e["run"]["runId"] for e in events}) == 1, "the same run is closed"
+    assert events[2]["outputs"][0]["name"] == Pipeline.from_settings(settings).dataset("iceberg_orders").name
