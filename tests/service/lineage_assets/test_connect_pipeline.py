@@ -20,8 +20,8 @@ from lineage_assets.connect.configs import render_connector
 from lineage_assets.connect.sensor import build_connector_sensor
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.lineage.outbox import Outbox
-from lineage_assets.resources import LineageResource, build_resources
 from lineage_assets.source.generator import generate_orders_job
+from tests.service.lineage_assets.conftest import private_lineage
 
 N = 40
 
@@ -29,16 +29,6 @@ N = 40
 @pytest.fixture(scope="module")
 def pipeline(settings) -> Pipeline:
     return Pipeline.from_settings(settings)
-
-
-@pytest.fixture(scope="module")
-def resources(settings, tmp_path_factory):
-    res = build_resources(settings)
-    # this test's lineage goes to its own outbox, so it can read exactly what the sensor emitted
-    res["lineage"] = LineageResource(
-        outbox_path=str(tmp_path_factory.mktemp("lineage") / "outbox.sqlite"), backend_url=settings.marquez_url
-    )
-    return res
 
 
 @pytest.fixture(scope="module")
@@ -223,7 +213,7 @@ def test_a_task_failing_at_run_time_fails_its_run_with_the_trace(settings, pipel
         del config[key]
     connector = f"failing-{topic}"
     client = ConnectClient(settings.connect_url)
-    lineage = LineageResource(outbox_path=str(tmp_path / "outbox.sqlite"), backend_url=settings.marquez_url)
+    lineage = private_lineage(settings, tmp_path)
     sensor = build_connector_sensor(pipeline, connectors={connector: SINK_CONNECTOR}, name="failing_test_sensor")
     try:
         client.deploy(connector, {**config, "consumer.override.auto.offset.reset": "earliest"})

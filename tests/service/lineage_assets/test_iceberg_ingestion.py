@@ -23,7 +23,6 @@ from lineage_assets.flink.assets import DLQ_TOPIC, JOB, build_iceberg_ingestion_
 from lineage_assets.flink.client import FlinkClient
 from lineage_assets.kafka.topics import ensure_topic
 from lineage_assets.lineage.identity import Pipeline
-from lineage_assets.resources import LineageResource, build_resources
 
 N = 200
 ORDER_SCHEMA = {
@@ -38,15 +37,6 @@ ORDER_SCHEMA = {
         {"name": "order_id", "type": "string"},
     ],
 }
-
-
-@pytest.fixture(scope="module")
-def resources(settings, tmp_path_factory):
-    res = build_resources(settings)
-    res["lineage"] = LineageResource(
-        outbox_path=str(tmp_path_factory.mktemp("lineage") / "outbox.sqlite"), backend_url=settings.marquez_url
-    )
-    return res
 
 
 @pytest.fixture(scope="module")

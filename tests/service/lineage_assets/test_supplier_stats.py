@@ -87,10 +87,8 @@ def actual_stats(settings, day):
 
 
 @pytest.fixture(scope="module")
-def lineage(tmp_path_factory, settings) -> LineageResource:
-    return LineageResource(
-        outbox_path=str(tmp_path_factory.mktemp("lineage") / "o.sqlite"), backend_url=settings.marquez_url
-    )
+def lineage(resources) -> LineageResource:
+    return resources["lineage"]
 
 
 def materialize(settings, day, lineage, config=None):
