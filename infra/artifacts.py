@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import tempfile
 import tomllib
 import urllib.error
 import urllib.request
+import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +26,6 @@ from xml.sax.saxutils import escape
 
 MANIFEST = Path(__file__).with_name("artifacts.toml")
 REPO_ROOT = MANIFEST.parent.parent
-MAVEN_CENTRAL = "https://repo1.maven.org/maven2/"
 STAMP = ".bundle.json"
 
 
@@ -154,8 +155,24 @@ def is_resolved(jars_dir: Path, bundle: Bundle) -> bool:
         return False
 
 
-def check_maven_central(repo_url: str = MAVEN_CENTRAL, timeout: float = 15.0) -> None:
+def maven_central_url() -> str:
+    """Maven Central's address as the installed Maven itself defines it (its super POM), so this project names
+    no repository host of its own."""
+    import zipfile
+
+    lib = Path(os.path.realpath(_mvn())).parent.parent / "lib"
+    for jar in sorted(lib.glob("maven-model-builder*.jar")):
+        with zipfile.ZipFile(jar) as zf:
+            root = ET.fromstring(zf.read("org/apache/maven/model/pom-4.0.0.xml"))
+        for repo in root.findall("{*}repositories/{*}repository"):
+            if repo.findtext("{*}id") == "central":
+                return repo.findtext("{*}url").rstrip("/") + "/"
+    raise ArtifactError(f"cannot find Maven's super POM under {lib}; is Maven installed correctly?")
+
+
+def check_maven_central(repo_url: str | None = None, timeout: float = 15.0) -> None:
     """Fail fast, with a message that says what to do, when Maven Central cannot be reached."""
+    repo_url = repo_url or maven_central_url()
     probe = repo_url + "org/apache/maven/maven-core/maven-metadata.xml"
     try:
         with urllib.request.urlopen(urllib.request.Request(probe, method="HEAD"), timeout=timeout):
@@ -231,6 +248,7 @@ def _fetch_file(c: Coordinate, out: Path, unpack: bool, log: Callable[[str], Non
     Central lacks their parent POM, although the file itself is there.
     """
     rel = f"{c.group.replace('.', '/')}/{c.artifact}/{c.version}/{c.file_name}"
+    central = maven_central_url()
     local = Path.home() / ".m2" / "repository" / rel
     if not local.exists():
         log(f"    downloading {c.file_name} ...")
@@ -238,15 +256,15 @@ def _fetch_file(c: Coordinate, out: Path, unpack: bool, log: Callable[[str], Non
         partial = local.with_name(local.name + ".part")
         digest = hashlib.sha1()
         try:
-            with urllib.request.urlopen(MAVEN_CENTRAL + rel, timeout=60) as resp, open(partial, "wb") as fh:
+            with urllib.request.urlopen(central + rel, timeout=60) as resp, open(partial, "wb") as fh:
                 while chunk := resp.read(1 << 20):
                     digest.update(chunk)
                     fh.write(chunk)
-            with urllib.request.urlopen(MAVEN_CENTRAL + rel + ".sha1", timeout=30) as resp:
+            with urllib.request.urlopen(central + rel + ".sha1", timeout=30) as resp:
                 expected = resp.read().decode().split()[0].strip()
         except (urllib.error.URLError, OSError) as exc:
             partial.unlink(missing_ok=True)
-            raise ArtifactError(f"cannot download {MAVEN_CENTRAL}{rel}: {exc}") from exc
+            raise ArtifactError(f"cannot download {central}{rel}: {exc}") from exc
         if digest.hexdigest() != expected:
             partial.unlink(missing_ok=True)
             raise ArtifactError(f"{rel}: SHA-1 mismatch (got {digest.hexdigest()}, Central says {expected})")
