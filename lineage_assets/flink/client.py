@@ -30,22 +30,31 @@ class FlinkClient:
         self.url = settings.flink_rest_url
         self.timeout = timeout
 
-    def _get(self, path: str) -> dict:
+    def _request(self, method: str, path: str, **kwargs) -> requests.Response:
         try:
-            resp = requests.get(f"{self.url}{path}", timeout=self.timeout)
+            resp = requests.request(method, f"{self.url}{path}", timeout=self.timeout, **kwargs)
         except requests.RequestException as exc:
             raise FlinkError(
                 f"Flink at {self.url} is unreachable ({exc.__class__.__name__}); is the stack up?"
             ) from exc
-        if resp.status_code >= 400:
-            raise FlinkError(f"GET {path}: HTTP {resp.status_code}: {resp.text[:500]}")
+        if resp.status_code >= 400 and resp.status_code != 404:
+            raise FlinkError(f"{method} {path}: HTTP {resp.status_code}: {resp.text[:500]}")
+        return resp
+
+    def _get(self, path: str, missing_ok: bool = False) -> dict | None:
+        resp = self._request("GET", path)
+        if resp.status_code == 404:
+            if missing_ok:
+                return None
+            raise FlinkError(f"GET {path}: HTTP 404: {resp.text[:500]}")
         return resp.json()
 
+    @staticmethod
+    def _as_job(body: dict) -> FlinkJob:
+        return FlinkJob(body["jid"], body["name"], body["state"], body.get("start-time", 0))
+
     def jobs(self) -> list[FlinkJob]:
-        return [
-            FlinkJob(j["jid"], j["name"], j["state"], j.get("start-time", 0))
-            for j in self._get("/jobs/overview")["jobs"]
-        ]
+        return [self._as_job(j) for j in self._get("/jobs/overview")["jobs"]]
 
     def active(self, name: str) -> FlinkJob | None:
         """The job of that name that is not finished, if any (there must never be two)."""
@@ -54,18 +63,8 @@ class FlinkClient:
 
     def job(self, jid: str) -> FlinkJob | None:
         """One job by id; None when the cluster does not know it (any more)."""
-        try:
-            resp = requests.get(f"{self.url}/jobs/{jid}", timeout=self.timeout)
-        except requests.RequestException as exc:
-            raise FlinkError(
-                f"Flink at {self.url} is unreachable ({exc.__class__.__name__}); is the stack up?"
-            ) from exc
-        if resp.status_code == 404:
-            return None
-        if resp.status_code >= 400:
-            raise FlinkError(f"GET /jobs/{jid}: HTTP {resp.status_code}: {resp.text[:500]}")
-        body = resp.json()
-        return FlinkJob(body["jid"], body["name"], body["state"], body.get("start-time", 0))
+        body = self._get(f"/jobs/{jid}", missing_ok=True)
+        return self._as_job(body) if body else None
 
     def failure_cause(self, jid: str) -> tuple[str, str] | None:
         """(message, stack trace) of the job's root exception, if it has one."""
@@ -81,12 +80,8 @@ class FlinkClient:
         return latest or None
 
     def cancel(self, jid: str) -> None:
-        try:
-            resp = requests.patch(f"{self.url}/jobs/{jid}", params={"mode": "cancel"}, timeout=self.timeout)
-        except requests.RequestException as exc:
-            raise FlinkError(f"Flink at {self.url} is unreachable: {exc}") from exc
-        if resp.status_code >= 400:
-            raise FlinkError(f"cancelling {jid}: HTTP {resp.status_code}: {resp.text[:500]}")
+        if self._request("PATCH", f"/jobs/{jid}", params={"mode": "cancel"}).status_code == 404:
+            raise FlinkError(f"cancelling {jid}: Flink does not know this job")
 
     def user_config(self, jid: str) -> dict[str, str]:
         """The job's global job parameters (where a deployment records its version)."""
