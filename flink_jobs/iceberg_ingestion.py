@@ -13,18 +13,12 @@ Configuration (job arguments, all optional): --bootstrap, --registry (ccompat ba
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import io
-import json
-import struct
-import urllib.error
-import urllib.request
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 
+from orders_codec import BadRecord, RegistrySchemas, decode_order
 from pyflink.table import DataTypes, EnvironmentSettings, TableEnvironment
 from pyflink.table.udf import TableFunction, udtf
 
-EPOCH = dt.datetime(1970, 1, 1)
 MAX_PRICE = Decimal("99999999.99")  # DECIMAL(10,2)
 ROW_FIELDS = ["order_id", "supplier", "item", "price", "bid_time", "error"]
 
@@ -34,84 +28,21 @@ class DecodeOrder(TableFunction):
     order, else the reason (and the order fields are NULL)."""
 
     def __init__(self, registry_url: str):
-        self.registry_url = registry_url.rstrip("/")
-        self._schemas: dict[int, object] = {}
+        self.registry_url = registry_url
 
     def open(self, function_context):
-        import fastavro  # noqa: F401  (fail early in the worker if missing)
-
-        self._schemas = {}
-
-    def _writer_schema(self, schema_id: int):
-        cached = self._schemas.get(schema_id)
-        if cached is not None:
-            return cached
-        import fastavro
-
-        url = f"{self.registry_url}/schemas/ids/{schema_id}"
-        try:
-            with urllib.request.urlopen(url, timeout=10) as resp:
-                body = json.load(resp)
-        except urllib.error.HTTPError as exc:
-            if exc.code == 404:
-                return None  # unknown id: the record is undecodable, not the registry
-            raise  # registry trouble: fail (and retry from the checkpoint) rather than dead-letter good records
-        parsed = fastavro.parse_schema(json.loads(body["schema"]))
-        self._schemas[schema_id] = parsed
-        return parsed
-
-    @staticmethod
-    def _bad(reason: str):
-        return None, None, None, None, None, reason[:1000]
+        self._schemas = RegistrySchemas(self.registry_url)
 
     def eval(self, value):
-        import fastavro
-
-        if value is None:
-            yield self._bad("null value (tombstone)")
-            return
-        value = bytes(value)
-        if len(value) < 5 or value[0] != 0:
-            yield self._bad(f"not Confluent wire format (length {len(value)}, first byte {value[:1].hex() or '-'})")
-            return
-        schema_id = struct.unpack(">I", value[1:5])[0]
-        schema = self._writer_schema(schema_id)
-        if schema is None:
-            yield self._bad(f"unknown schema id {schema_id}")
-            return
-        buf = io.BytesIO(value[5:])
         try:
-            rec = fastavro.schemaless_reader(buf, schema, None)
-        except Exception as exc:  # truncated / corrupt payload
-            yield self._bad(f"avro decode failed (schema id {schema_id}): {type(exc).__name__}: {exc}")
+            order = decode_order(value, self._schemas)
+            price = order.price
+            if price.as_tuple().exponent < -2 or abs(price) > MAX_PRICE:
+                raise BadRecord(f"price {str(price)!r} does not fit DECIMAL(10,2)")
+        except BadRecord as bad:
+            yield None, None, None, None, None, str(bad)[:1000]
             return
-        if buf.tell() != len(value) - 5:
-            yield self._bad(f"avro decode left {len(value) - 5 - buf.tell()} trailing bytes (schema id {schema_id})")
-            return
-        if not isinstance(rec, dict):
-            yield self._bad(f"value is not a record (schema id {schema_id})")
-            return
-        for field in ("order_id", "supplier", "item", "price"):
-            if not isinstance(rec.get(field), str):
-                yield self._bad(f"{field} missing or not a string: {rec.get(field)!r}")
-                return
-        try:
-            price = Decimal(rec["price"])
-        except InvalidOperation:
-            yield self._bad(f"unparsable price {rec['price']!r}")
-            return
-        if not price.is_finite() or price.as_tuple().exponent < -2 or abs(price) > MAX_PRICE:
-            yield self._bad(f"price {rec['price']!r} does not fit DECIMAL(10,2)")
-            return
-        bid = rec.get("bid_time")
-        if isinstance(bid, dt.datetime):  # fastavro applies timestamp-millis: aware UTC datetime
-            bid = bid.astimezone(dt.UTC).replace(tzinfo=None) if bid.tzinfo else bid
-        elif isinstance(bid, int) and not isinstance(bid, bool):
-            bid = EPOCH + dt.timedelta(milliseconds=bid)
-        else:
-            yield self._bad(f"bid_time missing or null: {bid!r}")
-            return
-        yield rec["order_id"], rec["supplier"], rec["item"], str(price.quantize(Decimal("0.01"))), bid, None
+        yield order.order_id, order.supplier, order.item, str(price.quantize(Decimal("0.01"))), order.bid_time, None
 
 
 def main() -> None:

@@ -68,7 +68,7 @@ class StackSettings:
     iceberg_catalog_heap_mb: int = 384
     marquez_heap_mb: int = 512
     flink_jobmanager_mb: int = 1024
-    flink_taskmanager_mb: int = 2048
+    flink_taskmanager_mb: int = 3072
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> StackSettings:

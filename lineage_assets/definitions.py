@@ -7,9 +7,9 @@ import dagster as dg
 from infra.settings import StackSettings
 from lineage_assets.connect.assets import build_connect_assets
 from lineage_assets.connect.sensor import build_connector_sensor
-from lineage_assets.flink.assets import build_iceberg_ingestion_asset
+from lineage_assets.flink.iceberg_ingestion import build_iceberg_ingestion_asset
 from lineage_assets.flink.sensor import build_flink_job_sensor
-from lineage_assets.flink.specs import build_flink_output_specs
+from lineage_assets.flink.supplier_stats import build_supplier_stats_stream_asset
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.resources import build_resources
 from lineage_assets.source.generator import generate_orders_job
@@ -21,7 +21,7 @@ pipeline = Pipeline.from_settings(settings)
 defs = dg.Definitions(
     assets=[
         *build_connect_assets(pipeline, settings),
-        *build_flink_output_specs(pipeline),
+        build_supplier_stats_stream_asset(pipeline, settings),
         build_iceberg_ingestion_asset(pipeline, settings),
         build_supplier_stats_asset(pipeline),
     ],

@@ -161,9 +161,17 @@ def read_pid(service: Service) -> int | None:
     except (OSError, ValueError):
         return None
     pid = int(record.get("pid", 0))
-    if pid > 0 and process_start_time(pid) == record.get("start_time"):
+    if pid > 0 and process_start_time(pid) == record.get("start_time") and not _is_dead(pid):
         return pid
     return None
+
+
+def _is_dead(pid: int) -> bool:
+    """A zombie (exited, not yet reaped by its parent) or a dead task still listed in /proc."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except OSError:
+        return True
 
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"

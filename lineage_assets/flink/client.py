@@ -75,6 +75,18 @@ class FlinkClient:
             trace = history[0].get("stacktrace", "") if history else ""
         return (trace.splitlines()[0], trace) if trace else None
 
+    def record_counts(self, jid: str) -> tuple[int, int]:
+        """(records the job read from its sources, records its sinks received), from Flink's task metrics."""
+        body = self._get(f"/jobs/{jid}")
+        vertices = body.get("vertices", [])
+        if not vertices:
+            return 0, 0
+        source = vertices[0]
+        read = self._get(f"/jobs/{jid}/vertices/{source['id']}/subtasks/metrics?get=numRecordsIn") or []
+        records_in = int(sum(m.get("sum", 0) for m in read if m.get("id") == "numRecordsIn"))
+        records_out = sum(v["metrics"].get("read-records", 0) for v in vertices if "Writer" in v["name"])
+        return records_in, records_out
+
     def last_checkpoint(self, jid: str) -> dict | None:
         latest = (self._get(f"/jobs/{jid}/checkpoints").get("latest") or {}).get("completed")
         return latest or None
@@ -96,10 +108,19 @@ class FlinkClient:
             raise FlinkError(f"stopping {jid} with a savepoint failed: {(result.stdout + result.stderr)[-1500:]}")
         return found.group(1)
 
-    def submit_python(self, script: str, *args: str, savepoint: str | None = None, timeout: float = 300.0) -> str:
-        """Submit a PyFlink script detached (from a savepoint if given); returns the job id Flink prints."""
+    def submit_python(
+        self,
+        script: str,
+        *args: str,
+        py_files: tuple[str, ...] = (),
+        savepoint: str | None = None,
+        timeout: float = 300.0,
+    ) -> str:
+        """Submit a PyFlink script detached (from a savepoint if given), shipping ``py_files`` (modules the
+        script imports) to the cluster's Python workers; returns the job id Flink prints."""
         restore = ["-s", savepoint] if savepoint else []
-        result = flink_cli(self.settings, "run", "-d", *restore, "-py", script, *args, timeout=timeout)
+        ship = ["-pyfs", ",".join(py_files)] if py_files else []
+        result = flink_cli(self.settings, "run", "-d", *restore, *ship, "-py", script, *args, timeout=timeout)
         out = result.stdout + result.stderr
         marker = "Job has been submitted with JobID "
         if result.returncode != 0 or marker not in out:

@@ -1,74 +1,121 @@
-"""The Flink job sensor: observes iceberg-ingestion (state, last checkpoint, Iceberg snapshot and row count),
-records a materialization per new Iceberg snapshot (so freshness works), and closes the job's OpenLineage run the
-moment the job stops running."""
+"""The Flink job sensor: observes each Flink job Dagster deployed (state, records in and out, last checkpoint, and
+per job: the Iceberg snapshot and row count, or the consumer lag and output records), records a materialization
+when new data is there (a new Iceberg snapshot, more records in the output topic) so freshness works, and closes
+the job's OpenLineage run the moment the job stops running, is lost, or the cluster goes away."""
+
+from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import dagster as dg
 
 from infra.settings import StackSettings
-from lineage_assets.flink.assets import JOB
+from lineage_assets.flink import iceberg_ingestion, supplier_stats
 from lineage_assets.flink.client import FlinkClient, FlinkError
 from lineage_assets.flink.runs import close_run
+from lineage_assets.kafka.topics import consumer_lag, end_offsets
 from lineage_assets.lineage.events import EventBuilder
-from lineage_assets.lineage.identity import Pipeline
+from lineage_assets.lineage.identity import Dataset, Pipeline
 from lineage_assets.metadata import asset_key
-from lineage_assets.resources import IcebergResource, LineageResource
+from lineage_assets.resources import IcebergResource, KafkaResource, LineageResource
+
+#: (facts about the job's output, a marker that changes exactly when new data arrived)
+OutputFacts = tuple[dict[str, object], str | None]
+
+
+@dataclass(frozen=True)
+class TrackedJob:
+    name: str
+    dataset_key: str
+    output_facts: Callable[[Dataset, IcebergResource, KafkaResource], OutputFacts]
+
+
+def iceberg_facts(target: Dataset, iceberg: IcebergResource, kafka: KafkaResource) -> OutputFacts:
+    snapshot = iceberg.catalog().load_table(target.symlinks[0].name).current_snapshot()
+    rows = int(snapshot.summary.get("total-records", 0)) if snapshot and snapshot.summary else 0
+    snapshot_id = str(snapshot.snapshot_id) if snapshot else None
+    return {"iceberg/snapshot_id": snapshot_id or "none", "dagster/row_count": rows}, snapshot_id
+
+
+def topic_facts(target: Dataset, iceberg: IcebergResource, kafka: KafkaResource) -> OutputFacts:
+    written = sum(end_offsets(kafka.bootstrap_servers, target.name).values())
+    lag = consumer_lag(kafka.bootstrap_servers, "orders", supplier_stats.CONSUMER_GROUP)
+    facts = {"output_records": written, "consumer_lag": lag if lag is not None else "no committed offsets yet"}
+    return facts, str(written) if written else None
+
+
+TRACKED = (
+    TrackedJob(iceberg_ingestion.JOB, "iceberg_orders", iceberg_facts),
+    TrackedJob(supplier_stats.JOB, "kafka_supplier_stats", topic_facts),
+)
 
 
 def build_flink_job_sensor(pipeline: Pipeline, settings: StackSettings) -> dg.SensorDefinition:
-    target = pipeline.dataset("iceberg_orders")
-    key = asset_key(target)
-
     @dg.sensor(
         name="flink_job_sensor",
         minimum_interval_seconds=30,
-        description=f"State, checkpoints and Iceberg snapshots of the Flink job {JOB}; closes its OpenLineage run "
-        "(ABORT, FAIL or COMPLETE) when the job stops, is lost, or the cluster goes away.",
+        description="State, records, checkpoints and output data of the Flink jobs "
+        f"({', '.join(t.name for t in TRACKED)}); closes a job's OpenLineage run (ABORT, FAIL or COMPLETE) when "
+        "the job stops, is lost, or the cluster goes away.",
         default_status=dg.DefaultSensorStatus.STOPPED,
     )
     def flink_job_sensor(
-        context: dg.SensorEvaluationContext, iceberg: IcebergResource, lineage: LineageResource
+        context: dg.SensorEvaluationContext,
+        iceberg: IcebergResource,
+        kafka: KafkaResource,
+        lineage: LineageResource,
     ) -> dg.SensorResult | dg.SkipReason:
-        latest = context.instance.get_latest_materialization_event(key)
-        meta = latest.asset_materialization.metadata if latest and latest.asset_materialization else {}
-        if "flink_job_id" not in meta or "openlineage/run_id" not in meta:
-            return dg.SkipReason(f"{JOB} has not been deployed from Dagster yet (materialize {key.to_user_string()})")
-        jid, run_id = meta["flink_job_id"].value, meta["openlineage/run_id"].value
-        cursor = json.loads(context.cursor) if context.cursor else {"closed": [], "snapshot": None}
-
+        cursor = json.loads(context.cursor) if context.cursor else {}
         client = FlinkClient(settings)
-        try:
-            job = client.job(jid)
-            state = job.state if job else "GONE"
-        except FlinkError as exc:
-            context.log.warning(f"Flink unreachable, treating job {jid} as gone: {exc}")
-            state = "GONE"
-        if run_id not in cursor["closed"]:
-            cause = client.failure_cause(jid) if state == "FAILED" else None
-            event = close_run(JOB, run_id, state, EventBuilder(pipeline), dt.datetime.now(dt.UTC), cause)
-            if event is not None:
-                lineage.emitter().emit(event)
-                cursor["closed"] = [*cursor["closed"][-50:], run_id]
-                context.log.info(f"{JOB} job {jid} is {state}: run {run_id} closed with {event.eventType.value}")
+        events: list = []
+        skipped = []
+        for tracked in TRACKED:
+            target = pipeline.dataset(tracked.dataset_key)
+            key = asset_key(target)
+            latest = context.instance.get_latest_materialization_event(key)
+            meta = latest.asset_materialization.metadata if latest and latest.asset_materialization else {}
+            if "flink_job_id" not in meta or "openlineage/run_id" not in meta:
+                skipped.append(f"{tracked.name} (materialize {key.to_user_string()})")
+                continue
+            jid, run_id = meta["flink_job_id"].value, meta["openlineage/run_id"].value
+            seen = cursor.setdefault(tracked.name, {"closed": [], "data": None})
+            try:
+                job = client.job(jid)
+                state = job.state if job else "GONE"
+            except FlinkError as exc:
+                context.log.warning(f"Flink unreachable, treating {tracked.name} job {jid} as gone: {exc}")
+                state = "GONE"
+            if run_id not in seen["closed"]:
+                cause = client.failure_cause(jid) if state == "FAILED" else None
+                event = close_run(tracked.name, run_id, state, EventBuilder(pipeline), dt.datetime.now(dt.UTC), cause)
+                if event is not None:
+                    lineage.emitter().emit(event)
+                    seen["closed"] = [*seen["closed"][-50:], run_id]
+                    context.log.info(f"{tracked.name} job {jid} is {state}: run {run_id} closed ({event.eventType})")
 
-        table = iceberg.catalog().load_table(target.symlinks[0].name)
-        snapshot = table.current_snapshot()
-        rows = int(snapshot.summary.get("total-records", 0)) if snapshot and snapshot.summary else 0
-        checkpoint = client.last_checkpoint(jid) if state not in ("GONE",) else None
-        facts = {
-            "flink_job_id": jid,
-            "state": state,
-            "last_checkpoint": f"{checkpoint['id']} at {checkpoint['latest_ack_timestamp']}" if checkpoint else "none",
-            "iceberg/snapshot_id": str(snapshot.snapshot_id) if snapshot else "none",
-            "dagster/row_count": rows,
-        }
-        events: list = [dg.AssetObservation(asset_key=key, metadata=facts)]
-        if snapshot and str(snapshot.snapshot_id) != cursor.get("snapshot"):
-            # a new Iceberg commit is new data: a materialization, so freshness policies see it
-            events.append(dg.AssetMaterialization(asset_key=key, metadata={**facts, "openlineage/run_id": run_id}))
-            cursor["snapshot"] = str(snapshot.snapshot_id)
+            facts: dict[str, object] = {"flink_job_id": jid, "state": state}
+            if state != "GONE":
+                checkpoint = client.last_checkpoint(jid)
+                records_in, records_out = client.record_counts(jid)
+                facts |= {
+                    "last_checkpoint": f"{checkpoint['id']} at {checkpoint['latest_ack_timestamp']}"
+                    if checkpoint
+                    else "none",
+                    "records_in": records_in,
+                    "records_out": records_out,
+                }
+            output, marker = tracked.output_facts(target, iceberg, kafka)
+            facts |= output
+            events.append(dg.AssetObservation(asset_key=key, metadata=facts))
+            if marker is not None and marker != seen["data"]:
+                # new data in the output: a materialization, so freshness policies see it
+                events.append(dg.AssetMaterialization(asset_key=key, metadata={**facts, "openlineage/run_id": run_id}))
+                seen["data"] = marker
+        if not events:
+            return dg.SkipReason(f"no Flink job has been deployed from Dagster yet: {', '.join(skipped)}")
         return dg.SensorResult(asset_events=events, cursor=json.dumps(cursor))
 
     return flink_job_sensor

@@ -19,8 +19,8 @@ from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from lineage_assets.connect.assets import ORDERS_TOPIC
-from lineage_assets.flink.assets import DLQ_TOPIC, JOB, build_iceberg_ingestion_asset
 from lineage_assets.flink.client import FlinkClient
+from lineage_assets.flink.iceberg_ingestion import DLQ_TOPIC, JOB, build_iceberg_ingestion_asset
 from lineage_assets.kafka.topics import ensure_topic
 from lineage_assets.lineage.identity import Pipeline
 

@@ -1,0 +1,49 @@
+"""The events of the OpenLineage Flink listener, as its file transport writes them (infra/services/flink.py sets
+the transport; the listener runs in the submitting client, so the file is on this machine).
+
+A job's events are recognised by the Flink job id in their ``flink_job`` run facet. Reading starts at the byte
+offset taken before the submission, so a busy log is not re-read.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+
+class ListenerLog:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def mark(self) -> int:
+        """The current end of the log: read from here after a submission."""
+        return self.path.stat().st_size if self.path.exists() else 0
+
+    def events_for(self, jid: str, since: int = 0, wait_seconds: float = 0.0) -> list[dict]:
+        """The listener's events for Flink job ``jid`` written after ``since``; waits up to ``wait_seconds`` for
+        the first one (the client writes it while submitting)."""
+        deadline = time.monotonic() + wait_seconds
+        while True:
+            found = [e for e in self._read(since) if _flink_job_id(e) == jid]
+            if found or time.monotonic() >= deadline:
+                return found
+            time.sleep(0.5)
+
+    def _read(self, since: int) -> list[dict]:
+        if not self.path.exists():
+            return []
+        with self.path.open("rb") as f:
+            f.seek(since)
+            lines = f.read().decode("utf-8", errors="replace").splitlines()
+        events = []
+        for line in lines:
+            try:
+                events.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue  # a line being written right now; it is read complete next time
+        return events
+
+
+def _flink_job_id(event: dict) -> str | None:
+    return ((event.get("run") or {}).get("facets") or {}).get("flink_job", {}).get("jobId")

@@ -1,0 +1,126 @@
+"""The supplier-stats Flink job (DataStream API) as the producer of asset kafka/supplier_stats: materializing
+deploys it idempotently (see deploy.py) with one subtask per partition of `orders`.
+
+Lineage follows the "listener" pattern: the OpenLineage Flink listener sends the job's START (with its Kafka
+datasets) while the job is submitted; that event goes into the outbox as it is, and a RUNNING event for the same
+run adds what the listener cannot know: schemas, column lineage, dataSource and the Dagster run as parent. The
+listener never ends the run in a session cluster, so the Flink job sensor does.
+"""
+
+import datetime as dt
+
+import dagster as dg
+
+from infra.services.flink import openlineage_events_file
+from infra.settings import StackSettings
+from lineage_assets.flink.client import FlinkClient, FlinkError
+from lineage_assets.flink.deploy import (
+    JOBS_DIR,
+    FlinkJobSpec,
+    check_running,
+    deployment_text,
+    submit,
+    unchanged_result,
+)
+from lineage_assets.flink.listener import ListenerLog
+from lineage_assets.flink.runs import ENGINE
+from lineage_assets.kafka.topics import TopicSpec, end_offsets, ensure_topic
+from lineage_assets.lineage.events import EventBuilder, ParentRun, RunState, run_id_for
+from lineage_assets.lineage.identity import Pipeline
+from lineage_assets.metadata import asset_key, identity_metadata
+from lineage_assets.resources import KafkaResource, LineageResource
+
+JOB = "supplier-stats"
+SPEC = FlinkJobSpec(JOB, JOBS_DIR / "supplier_stats.py")
+WEEK_MS = 7 * 24 * 3600 * 1000
+DLQ_TOPIC = TopicSpec("orders-dlq-supplier-stats", partitions=1, retention_ms=4 * WEEK_MS)
+CONSUMER_GROUP = "supplier-stats"
+
+
+class SupplierStatsConfig(dg.Config):
+    checkpoint_interval_ms: int = 10_000  # output is transactional: windows become readable at each checkpoint
+
+
+def build_supplier_stats_stream_asset(pipeline: Pipeline, settings: StackSettings) -> dg.AssetsDefinition:
+    target = pipeline.dataset("kafka_supplier_stats")
+    job = pipeline.job(target.producer)
+    (source_key,) = job.inputs
+    source_topic = pipeline.dataset(source_key).name
+    output_topic = TopicSpec(target.name, partitions=3, retention_ms=WEEK_MS)
+
+    @dg.asset(
+        key=asset_key(target),
+        deps=[asset_key(pipeline.dataset(k)) for k in job.inputs],
+        description=f"{target.description}. Materializing deploys the Flink job `{job.name}` (DataStream API; "
+        f"late or undecodable orders to topic {DLQ_TOPIC.name}).",
+        kinds={"flink", "kafka"},
+        owners=["team:data-platform"],
+        group_name="streaming",
+        metadata=identity_metadata(pipeline, target),
+    )
+    def kafka_supplier_stats(
+        context: dg.AssetExecutionContext,
+        config: SupplierStatsConfig,
+        kafka: KafkaResource,
+        lineage: LineageResource,
+    ) -> dg.MaterializeResult:
+        partitions = len(end_offsets(kafka.bootstrap_servers, source_topic))
+        if partitions == 0:
+            raise dg.Failure(
+                f"topic {source_topic!r} does not exist at {kafka.bootstrap_servers}: materialize "
+                f"{asset_key(pipeline.dataset(source_key)).to_user_string()} first"
+            )
+        ensure_topic(kafka.bootstrap_servers, output_topic)
+        ensure_topic(kafka.bootstrap_servers, DLQ_TOPIC)
+        client = FlinkClient(settings)
+        version = SPEC.version(f"{config.checkpoint_interval_ms}|{partitions}")
+        unchanged, savepoint = check_running(context, client, SPEC, version)
+        if unchanged is not None:
+            return unchanged_result(unchanged)
+
+        emitter = lineage.emitter()
+        builder = EventBuilder(pipeline)
+        parent = ParentRun(context.run.run_id, settings.openlineage_namespace, f"dagster.{context.job_name}")
+        listener = ListenerLog(openlineage_events_file(settings))
+        mark = listener.mark()
+        args = [
+            *("--bootstrap", kafka.bootstrap_servers, "--registry", kafka.schema_registry_url),
+            *("--source-topic", source_topic, "--source-parallelism", str(partitions)),
+            *("--sink-topic", output_topic.name, "--dlq-topic", DLQ_TOPIC.name, "--group-id", CONSUMER_GROUP),
+            *("--checkpoint-interval-ms", str(config.checkpoint_interval_ms)),
+        ]
+        try:
+            jid = submit(client, SPEC, args, version, savepoint)
+        except FlinkError as exc:
+            run_id = run_id_for(JOB, dt.datetime.now(dt.UTC), context.run.run_id)
+            emitter.emit(builder.event(JOB, RunState.FAIL, run_id, parent=parent, engine=ENGINE, error=exc))
+            raise dg.Failure(f"deploying the Flink job {JOB} failed: {exc}") from exc
+
+        from_listener = listener.events_for(jid, since=mark, wait_seconds=10)
+        starts = [e for e in from_listener if e.get("eventType") == "START"]
+        if starts:
+            run_id = starts[0]["run"]["runId"]
+            for event in from_listener:
+                emitter.emit(event)
+            started_by = "OpenLineage Flink listener"
+        else:
+            context.log.warning(
+                f"the OpenLineage Flink listener sent no START for {jid} (is it configured in Flink's config?); "
+                "Dagster sends it instead"
+            )
+            run_id = run_id_for(JOB, dt.datetime.now(dt.UTC), jid)
+            emitter.emit(builder.event(JOB, RunState.START, run_id, parent=parent, engine=ENGINE))
+            started_by = "Dagster (no listener event)"
+        emitter.emit(builder.event(JOB, RunState.RUNNING, run_id, parent=parent, engine=ENGINE))
+        return dg.MaterializeResult(
+            metadata={
+                "flink_job_id": jid,
+                "deployment": deployment_text(version, savepoint),
+                "openlineage/run_id": run_id,
+                "openlineage/start_sent_by": started_by,
+                "source_parallelism": partitions,
+                "dead_letter_topic": DLQ_TOPIC.name,
+            }
+        )
+
+    return kafka_supplier_stats

@@ -1,0 +1,80 @@
+"""The decoding both Flink jobs share: good orders come out whole, every kind of bad record gets its reason."""
+
+import datetime as dt
+import io
+import struct
+from decimal import Decimal
+
+import fastavro
+import pytest
+
+from flink_jobs.orders_codec import BadRecord, decode_order
+
+ORDER = {
+    "type": "record",
+    "name": "Order",
+    "fields": [
+        {"name": "supplier", "type": "string"},
+        {"name": "item", "type": "string"},
+        {"name": "price", "type": "string"},
+        {"name": "bid_time", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "order_id", "type": "string"},
+    ],
+}
+NULLABLE_BID = {
+    **ORDER,
+    "fields": [*ORDER["fields"][:3], {"name": "bid_time", "type": ["null", "long"]}, ORDER["fields"][4]],
+}
+
+
+class Schemas:
+    """Writer schemas by id, as the registry would answer (7 = orders, 8 = a nullable bid_time)."""
+
+    def __init__(self):
+        self.parsed = {7: fastavro.parse_schema(ORDER), 8: fastavro.parse_schema(NULLABLE_BID)}
+
+    def get(self, schema_id):
+        return self.parsed.get(schema_id)
+
+
+def wire(record: dict, schema_id: int = 7) -> bytes:
+    buf = io.BytesIO()
+    fastavro.schemaless_writer(buf, Schemas().get(schema_id), record)
+    return b"\x00" + struct.pack(">I", schema_id) + buf.getvalue()
+
+
+GOOD = {
+    "supplier": "Alice",
+    "item": "Lamp",
+    "price": "12.30",
+    "bid_time": dt.datetime(2025, 5, 1, 12, 0, 1, 500000, tzinfo=dt.UTC),
+    "order_id": "o-1",
+}
+
+
+def test_a_good_order_keeps_its_exact_price_and_utc_bid_time():
+    order = decode_order(wire(GOOD), Schemas())
+    assert (order.order_id, order.supplier, order.item) == ("o-1", "Alice", "Lamp")
+    assert order.price == Decimal("12.30")
+    assert order.bid_time == dt.datetime(2025, 5, 1, 12, 0, 1, 500000)
+    assert order.bid_time_ms == 1746100801500
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        (None, "null value (tombstone)"),
+        (b"definitely not avro", "not Confluent wire format (length 19, first byte 64)"),
+        (b"\x00\x00", "not Confluent wire format (length 2, first byte 00)"),
+        (b"\x00\x00\x00\x00\x63abc", "unknown schema id 99"),
+        (wire(GOOD)[:-3], "avro decode failed (schema id 7)"),
+        (wire(GOOD) + b"xx", "avro decode left 2 trailing bytes (schema id 7)"),
+        (wire({**GOOD, "price": "abc"}), "unparsable price 'abc'"),
+        (wire({**GOOD, "price": "NaN"}), "price 'NaN' is not a finite number"),
+        (wire({**GOOD, "bid_time": None}, 8), "bid_time missing or null: None"),
+    ],
+)
+def test_each_bad_record_names_what_is_wrong(value, reason):
+    with pytest.raises(BadRecord) as raised:
+        decode_order(value, Schemas())
+    assert str(raised.value).startswith(reason)
