@@ -90,6 +90,17 @@ def _lineage(args: argparse.Namespace, settings: StackSettings) -> int:
     return 0 if c.queued == 0 or not args.flush else 1
 
 
+def _verify(args: argparse.Namespace, settings: StackSettings) -> int:
+    from pathlib import Path
+
+    from lineage_assets.checks.verify import verify_and_render
+
+    report, picture = verify_and_render(settings, Path(args.html) if args.html else None)
+    print(report.text())
+    print(f"\npicture of the lineage graph: {picture}")
+    return 0 if report.ok else 1
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="lineage-lab", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
@@ -117,6 +128,9 @@ def parser() -> argparse.ArgumentParser:
     outbox.add_argument("--flush", action="store_true")
     outbox.add_argument("--timeout", type=float, default=60.0)
     lineage_sub.add_parser("drain", help="deliver the outbox continuously (foreground)")
+
+    check = sub.add_parser("verify", help="Dagster's graph vs the lineage graph, side by side; exit 1 on drift")
+    check.add_argument("--html", help="where to write the picture (default: <state>/data/lineage/graph.html)")
     return p
 
 
@@ -124,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         settings = StackSettings.from_env()
-        handler = {"stack": _stack, "artifacts": _artifacts, "lineage": _lineage}[args.command]
+        handler = {"stack": _stack, "artifacts": _artifacts, "lineage": _lineage, "verify": _verify}[args.command]
         return handler(args, settings)
     except (ServiceError, artifacts.ArtifactError, SettingsError) as exc:
         print(f"error: {exc}", file=sys.stderr)

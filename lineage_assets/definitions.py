@@ -5,6 +5,8 @@ from __future__ import annotations
 import dagster as dg
 
 from infra.settings import StackSettings
+from lineage_assets.checks.asset_checks import build_lineage_checks, build_streaming_checks_schedule
+from lineage_assets.checks.verify_job import build_verify_job
 from lineage_assets.connect.assets import build_connect_assets
 from lineage_assets.connect.sensor import build_connector_sensor
 from lineage_assets.flink.iceberg_ingestion import build_iceberg_ingestion_asset
@@ -25,7 +27,9 @@ defs = dg.Definitions(
         build_iceberg_ingestion_asset(pipeline, settings),
         build_supplier_stats_asset(pipeline),
     ],
-    jobs=[generate_orders_job],
+    asset_checks=build_lineage_checks(pipeline, settings),
+    jobs=[generate_orders_job, build_verify_job(settings)],
+    schedules=[build_streaming_checks_schedule(pipeline)],
     sensors=[build_connector_sensor(pipeline), build_flink_job_sensor(pipeline, settings)],
     resources=build_resources(settings),
 )

@@ -91,6 +91,13 @@ def build_connector_sensor(
             st = statuses.get(connector)
             return "not deployed" if st is None else f"{st.state}; tasks " + ",".join(t.state for t in st.tasks)
 
+        def engine_state(connector: str) -> str:
+            """One word for the asset checks: the connector's state, FAILED if a task failed, DELETED if gone."""
+            st = statuses.get(connector)
+            if st is None:
+                return "DELETED"
+            return "FAILED" if any(t.state == "FAILED" for t in st.tasks) else st.state
+
         offsets = end_offsets(kafka.bootstrap_servers, ORDERS_TOPIC.name)
         dlq = sum(end_offsets(kafka.bootstrap_servers, DLQ_TOPIC.name).values())
         lag = consumer_lag(kafka.bootstrap_servers, ORDERS_TOPIC.name, f"connect-{SINK_CONNECTOR}")
@@ -107,6 +114,7 @@ def build_connector_sensor(
                     "records": sum(offsets.values()),
                     "last_offsets": json.dumps(offsets),
                     "connector": describe(SOURCE_CONNECTOR),
+                    "state": engine_state(SOURCE_CONNECTOR),
                     "schema": schema_version or "not registered",
                 },
             ),
@@ -118,6 +126,7 @@ def build_connector_sensor(
                     "sink_lag": lag if lag is not None else -1,
                     "dead_letters": dlq,
                     "connector": describe(SINK_CONNECTOR),
+                    "state": engine_state(SINK_CONNECTOR),
                 },
             ),
         ]

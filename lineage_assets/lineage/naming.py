@@ -67,3 +67,19 @@ def _checked(namespace: str) -> str:
             f"namespace {namespace!r} has characters Marquez rewrites to '_' (it would become another dataset)"
         )
     return namespace
+
+
+_LOOPBACK = {"localhost", "127.0.0.1", "::1", "[::1]", "0.0.0.0"}
+_SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3"}
+
+
+def physical_key(namespace: str, name: str) -> tuple[str, str]:
+    """What an identity points at, with the differences that do not change the data removed (loopback host
+    spellings, s3a/s3n for s3, case of scheme and host, slashes at the ends of the name). Two identities with the
+    same physical key are one dataset named twice: the drift that splits a lineage graph."""
+    parsed = urlparse(namespace if "://" in namespace else f"{namespace}://")
+    scheme = _SCHEME_ALIASES.get(parsed.scheme.lower(), parsed.scheme.lower())
+    host = (parsed.hostname or "").lower()
+    host = "127.0.0.1" if host in _LOOPBACK else host
+    port = f":{parsed.port}" if parsed.port else ""
+    return f"{scheme}://{host}{port}{parsed.path.rstrip('/')}", name.strip("/")

@@ -225,6 +225,11 @@ class Outbox:
             duplicates_dropped=dups[0] if dups else 0,
         )
 
+    def events(self) -> list[dict]:
+        """Every event ever queued (delivered or not), in the order it was queued: the project's lineage."""
+        with self._db() as db:
+            return [json.loads(p) for (p,) in db.execute("SELECT payload FROM events ORDER BY seq")]
+
     def dead_letters(self) -> list[DeadLetter]:
         with self._db() as db:
             rows = db.execute(

@@ -29,12 +29,14 @@ from pyiceberg.expressions import StartsWith
 from infra import supervisor
 from infra.services.base import read_pid
 from infra.services.flink import FlinkJobManager, FlinkTaskManager
+from lineage_assets.checks.asset_checks import build_lineage_checks
 from lineage_assets.connect.assets import ORDERS_TOPIC
 from lineage_assets.flink import iceberg_ingestion, supplier_stats
 from lineage_assets.flink.client import FlinkClient
 from lineage_assets.flink.sensor import build_flink_job_sensor
 from lineage_assets.kafka.topics import ensure_topic
 from lineage_assets.lineage.identity import Pipeline
+from lineage_assets.metadata import asset_key
 from tests.service.lineage_assets.conftest import evaluate_sensor, outbox_events
 
 SUPPLIERS = ["Alice", "Bob", "Carol", "Alex", "Joe", "James", "Jane", "Jack"]
@@ -389,10 +391,28 @@ def test_the_sensor_ends_both_runs_when_the_cluster_stops(settings, resources, d
         assert [e["eventType"] for e in events if e["run"]["runId"] == run_id] == ["START", "RUNNING", "ABORT"], name
 
 
+def run_state_check(settings, resources, instance, pipeline) -> dg.AssetCheckEvaluation:
+    """Check (d) of iceberg/default/orders, run through Dagster like the UI runs it."""
+    ds = pipeline.dataset("iceberg_orders")
+    checks = [
+        c for c in build_lineage_checks(pipeline, settings) if any(k.asset_key == asset_key(ds) for k in c.check_keys)
+    ]
+    asset = iceberg_ingestion.build_iceberg_ingestion_asset(pipeline, settings)
+    result = dg.materialize(
+        [asset, *checks],
+        selection=dg.AssetSelection.checks(dg.AssetCheckKey(asset_key(ds), "lineage_run_state_agrees")),
+        resources=resources,
+        instance=instance,
+    )
+    (evaluation,) = result.get_asset_check_evaluations()
+    return evaluation
+
+
 def test_the_sensor_ends_each_run_when_its_job_is_cancelled(settings, resources, instance, pipeline):
     redeployed = deploy_both(settings, resources, instance, pipeline)
     sensor = build_flink_job_sensor(pipeline, settings)
     first = evaluate_sensor(sensor, instance, resources, None)
+    assert run_state_check(settings, resources, instance, pipeline).passed, "running job, open run"
     client = FlinkClient(settings)
     for name in JOBS:
         jid = redeployed[name]["flink_job_id"].value
@@ -400,7 +420,11 @@ def test_the_sensor_ends_each_run_when_its_job_is_cancelled(settings, resources,
         deadline = time.monotonic() + 60
         while client.job(jid).state != "CANCELED" and time.monotonic() < deadline:
             time.sleep(1)
+    stale = run_state_check(settings, resources, instance, pipeline)
+    assert not stale.passed, "a cancelled job whose run is still RUNNING in the lineage graph fails check (d)"
+    assert "CANCELED" in stale.description and "RUNNING" in stale.description
     evaluate_sensor(sensor, instance, resources, first.cursor)
+    assert run_state_check(settings, resources, instance, pipeline).passed, "passes once the sensor closed the run"
     events = outbox_events(resources["lineage"])
     for name in JOBS:
         run_id = redeployed[name]["openlineage/run_id"].value

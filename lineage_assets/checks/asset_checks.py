@@ -1,0 +1,113 @@
+"""Asset checks on every asset of the pipeline, comparing it with the lineage graph: (a) the dataset exists under
+its identity, (b) its schema, (c) its upstream edges, (d) its producer's run state against the engine state the
+sensors observed, (e) no second identity for the same data. They run with each materialization and, for the
+streaming assets, on a schedule.
+
+The graph is rebuilt from the events the project emitted (the lineage outbox): every event sent to Marquez passes
+through it, so the graph is what Marquez receives.
+"""
+
+from pathlib import Path
+
+import dagster as dg
+
+from infra.settings import StackSettings
+from lineage_assets.checks import compare
+from lineage_assets.checks.graph import LineageGraph
+from lineage_assets.flink.client import FlinkClient, FlinkError
+from lineage_assets.lineage.identity import Dataset, Pipeline
+from lineage_assets.lineage.outbox import Outbox
+from lineage_assets.metadata import asset_key
+from lineage_assets.resources import LineageResource
+
+CHECKS = {
+    "lineage_dataset_exists": "(a) the dataset is in the lineage graph under the identity lineage_assets gives",
+    "lineage_schema_matches": "(b) its fields and types in the lineage graph equal the asset's column schema",
+    "lineage_upstream_matches": "(c) its upstream edges in the lineage graph equal its Dagster dependencies",
+    "lineage_run_state_agrees": "(d) its producer's latest run state agrees with the engine state sensors observed",
+    "lineage_single_identity": "(e) no second dataset in the lineage graph names the same physical data",
+}
+
+
+def lineage_graph(lineage: LineageResource) -> LineageGraph:
+    return LineageGraph.from_events(Outbox(Path(lineage.outbox_path)).events())
+
+
+def engine_state(
+    instance: dg.DagsterInstance, key: dg.AssetKey, integration: str | None, flink: FlinkClient
+) -> str | None:
+    """The producing engine's state now: a Flink job's state asked from Flink (GONE when the cluster or the job
+    is gone), else what the asset's sensor observed last (a Connect connector's state); None if unknown."""
+    if integration == "FLINK":
+        latest = instance.get_latest_materialization_event(key)
+        meta = latest.asset_materialization.metadata if latest and latest.asset_materialization else {}
+        if "flink_job_id" in meta:
+            try:
+                job = flink.job(str(meta["flink_job_id"].value))
+            except FlinkError:
+                return "GONE"
+            return job.state if job else "GONE"
+    records = instance.fetch_observations(key, limit=1).records
+    if not records or records[0].asset_observation is None:
+        return None
+    state = records[0].asset_observation.metadata.get("state")
+    return str(state.value) if state is not None else None
+
+
+def findings(graph: LineageGraph, ds: Dataset, pipeline: Pipeline, engine: str | None) -> dict[str, compare.Finding]:
+    return {
+        "lineage_dataset_exists": compare.dataset_exists(graph, ds),
+        "lineage_schema_matches": compare.schema_matches(graph, ds),
+        "lineage_upstream_matches": compare.upstream_matches(graph, ds, pipeline),
+        "lineage_run_state_agrees": compare.run_state_agrees(graph, ds, pipeline, engine),
+        "lineage_single_identity": compare.no_second_identity(graph, ds),
+    }
+
+
+def _metadata(finding: compare.Finding) -> dict[str, object]:
+    return {"finding": finding.message, **{k: dg.MetadataValue.json(v) for k, v in finding.details.items()}}
+
+
+def build_lineage_checks(pipeline: Pipeline, settings: StackSettings) -> list[dg.AssetChecksDefinition]:
+    return [_checks_for(pipeline, settings, ds) for ds in pipeline.datasets.values()]
+
+
+def _checks_for(pipeline: Pipeline, settings: StackSettings, ds: Dataset) -> dg.AssetChecksDefinition:
+    key = asset_key(ds)
+    producer = pipeline.jobs.get(ds.producer)
+    integration = producer.integration if producer else None
+
+    @dg.multi_asset_check(
+        specs=[dg.AssetCheckSpec(name, asset=key, description=text) for name, text in CHECKS.items()],
+        name=f"lineage_checks_{ds.key}",
+    )
+    def lineage_checks(context: dg.AssetCheckExecutionContext, lineage: LineageResource):
+        graph = lineage_graph(lineage)
+        engine = engine_state(context.instance, key, integration, FlinkClient(settings))
+        for name, finding in findings(graph, ds, pipeline, engine).items():
+            yield dg.AssetCheckResult(
+                asset_key=key,
+                check_name=name,
+                passed=finding.passed,
+                description=finding.message,
+                metadata=_metadata(finding),
+            )
+
+    return lineage_checks
+
+
+def build_streaming_checks_schedule(pipeline: Pipeline) -> dg.ScheduleDefinition:
+    """The checks of the assets whose producers run forever, every 5 minutes (a stopped job shows up here)."""
+    streaming = [asset_key(ds) for ds in pipeline.datasets.values() if _streaming(pipeline, ds)]
+    job = dg.define_asset_job("streaming_lineage_checks", selection=dg.AssetSelection.checks_for_assets(*streaming))
+    return dg.ScheduleDefinition(
+        name="streaming_lineage_checks_every_5_minutes",
+        job=job,
+        cron_schedule="*/5 * * * *",
+        default_status=dg.DefaultScheduleStatus.STOPPED,
+    )
+
+
+def _streaming(pipeline: Pipeline, ds: Dataset) -> bool:
+    job = pipeline.jobs.get(ds.producer)
+    return job is not None and job.processing_type == "STREAMING"

@@ -1,0 +1,122 @@
+"""The five comparisons between an asset (as the identity module declares it) and the lineage graph. Pure
+functions: each returns a Finding that says what differs and how to fix it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from lineage_assets.checks.graph import Identity, LineageGraph
+from lineage_assets.lineage.identity import Dataset, Pipeline
+from lineage_assets.lineage.naming import physical_key
+
+#: engine states (Flink job states, Connect connector states) in which a streaming run has ended
+ENGINE_STOPPED = {"CANCELED", "FAILED", "FINISHED", "GONE", "PAUSED", "STOPPED", "DELETED", "UNASSIGNED"}
+
+
+@dataclass(frozen=True)
+class Finding:
+    passed: bool
+    message: str
+    details: dict[str, object] = field(default_factory=dict)
+
+
+def _name(identity: Identity) -> str:
+    return f"{identity[0]}/{identity[1]}"
+
+
+def dataset_exists(graph: LineageGraph, ds: Dataset) -> Finding:
+    """(a) the dataset is in the graph under the identity the identity module gives."""
+    if (ds.namespace, ds.name) in graph.datasets:
+        return Finding(True, f"{ds.node_id} is in the lineage graph")
+    return Finding(
+        False,
+        f"the lineage graph has no dataset {_name((ds.namespace, ds.name))}: its producer `{ds.producer}` has not "
+        f"reported it yet; materialize the asset (or turn its sensor on) and let the outbox drain",
+    )
+
+
+def schema_matches(graph: LineageGraph, ds: Dataset) -> Finding:
+    """(b) field names and types in the graph equal the asset's column schema."""
+    node = graph.datasets.get((ds.namespace, ds.name))
+    if node is None or not node.fields:
+        return Finding(False, f"no schema for {_name((ds.namespace, ds.name))} in the lineage graph; see check (a)")
+    declared = {c.name: c.type for c in ds.columns}
+    missing = sorted(set(declared) - set(node.fields))
+    extra = sorted(set(node.fields) - set(declared))
+    types = {c: (declared[c], node.fields[c]) for c in declared if c in node.fields and declared[c] != node.fields[c]}
+    if not (missing or extra or types):
+        return Finding(True, f"{len(declared)} fields match")
+    return Finding(
+        False,
+        f"schema of {ds.name} differs: missing in lineage {missing}, not declared {extra}, type (declared, lineage) "
+        f"{types}; fix the producer's schema facet or the column schema in lineage_assets/lineage/identity.py",
+        {"missing": missing, "extra": extra, "types": types},
+    )
+
+
+def upstream_matches(graph: LineageGraph, ds: Dataset, pipeline: Pipeline) -> Finding:
+    """(c) the dataset's upstream edges in the graph equal its Dagster dependencies."""
+    expected = {(pipeline.dataset(k).namespace, pipeline.dataset(k).name) for k in pipeline.upstream(ds.key)}
+    actual = graph.upstream((ds.namespace, ds.name))
+    missing, extra = sorted(expected - actual), sorted(actual - expected)
+    if not (missing or extra):
+        return Finding(True, f"{len(expected)} upstream edge(s) match")
+    return Finding(
+        False,
+        f"upstream edges of {ds.name} differ: missing {[_name(i) for i in missing]}, extra "
+        f"{[_name(i) for i in extra]}; an extra edge usually means a producer names a dataset differently "
+        "(see check (e)), a missing one that its job has not reported its inputs",
+        {"missing": [_name(i) for i in missing], "extra": [_name(i) for i in extra]},
+    )
+
+
+def run_state_agrees(graph: LineageGraph, ds: Dataset, pipeline: Pipeline, engine_state: str | None) -> Finding:
+    """(d) the producing job's latest run state agrees with the engine state the sensors observed."""
+    job = pipeline.jobs.get(ds.producer)
+    if job is None:
+        return Finding(True, f"{ds.producer} is not a lineage job (nothing to compare)")
+    node = graph.jobs.get((job.namespace, job.name))
+    lineage_state = node.latest_state if node else None
+    if engine_state is None:
+        return Finding(True, f"no engine state observed for {job.name}; lineage says {lineage_state}")
+    stopped = engine_state.upper() in ENGINE_STOPPED
+    if stopped and lineage_state == "RUNNING":
+        return Finding(
+            False,
+            f"{job.name} is {engine_state} but its latest run {node.latest_run} is RUNNING in the lineage graph: "
+            "the run was never closed; turn the job's sensor on so it sends the terminal event",
+            {"engine": engine_state, "lineage": lineage_state},
+        )
+    if not stopped and lineage_state not in ("RUNNING", None):
+        return Finding(
+            False,
+            f"{job.name} runs ({engine_state}) but its latest run in the lineage graph is {lineage_state}: "
+            "materialize the asset again so the running job gets an open run",
+            {"engine": engine_state, "lineage": lineage_state},
+        )
+    return Finding(True, f"engine {engine_state}, lineage {lineage_state}")
+
+
+def no_second_identity(graph: LineageGraph, ds: Dataset) -> Finding:
+    """(e) no other dataset in the graph names the same physical data."""
+    mine = (ds.namespace, ds.name)
+    same = {physical_key(*mine)} | {physical_key(s.namespace, s.name) for s in ds.symlinks}
+    aliases = {(s.namespace, s.name) for s in ds.symlinks}
+    others = sorted(
+        identity
+        for identity, node in graph.datasets.items()
+        if identity != mine
+        and (
+            physical_key(*identity) in same
+            or identity in aliases
+            or any(physical_key(*s) in same for s in node.symlinks)
+        )
+    )
+    if not others:
+        return Finding(True, f"one identity for {ds.name}")
+    return Finding(
+        False,
+        f"{_name(mine)} is also named {[_name(o) for o in others]} in the lineage graph: a producer builds its "
+        "identity by hand; make it ask lineage_assets/lineage/identity.py (or normalise with naming.py)",
+        {"identity": _name(mine), "others": [_name(o) for o in others]},
+    )

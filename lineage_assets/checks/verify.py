@@ -1,0 +1,165 @@
+"""The drift report: Dagster's graph (the identity module, which the assets are built from) side by side with the
+lineage graph, at table and column level, plus a self-contained HTML picture of the lineage graph.
+
+Used by ``lineage-lab verify`` (exit 1 on drift) and the ``verify_lineage`` Dagster job.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from infra.settings import StackSettings
+from lineage_assets.checks import compare
+from lineage_assets.checks.graph import Identity, LineageGraph
+from lineage_assets.lineage.identity import Pipeline
+from lineage_assets.lineage.outbox import Outbox
+
+
+@dataclass
+class Report:
+    lines: list[str] = field(default_factory=list)
+    drift: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.drift
+
+    def text(self) -> str:
+        verdict = (
+            "no drift" if self.ok else f"{len(self.drift)} difference(s):\n" + "\n".join(f"  - {d}" for d in self.drift)
+        )
+        return "\n".join([*self.lines, "", verdict])
+
+
+def _ident(identity: Identity) -> str:
+    return f"{identity[0]}/{identity[1]}"
+
+
+def expected_column_edges(pipeline: Pipeline) -> set[tuple[Identity, str, Identity, str]]:
+    """(input dataset, input column, output dataset, output column) for every column edge the pipeline declares."""
+    edges = set()
+    for job in pipeline.jobs.values():
+        for out_key, columns in job.column_lineage.items():
+            out = pipeline.dataset(out_key)
+            for column, sources in columns.items():
+                for src in sources:
+                    ds = pipeline.dataset(src.dataset)
+                    edges.add(((ds.namespace, ds.name), src.column, (out.namespace, out.name), column))
+    return edges
+
+
+def actual_column_edges(graph: LineageGraph) -> set[tuple[Identity, str, Identity, str]]:
+    return {
+        (src, src_col, node.identity, column)
+        for node in graph.datasets.values()
+        for column, sources in node.column_sources.items()
+        for src, src_col in sources
+    }
+
+
+def verify(pipeline: Pipeline, graph: LineageGraph) -> Report:
+    report = Report()
+    width = 58
+    report.lines.append(f"{'JOB (Dagster / identity module)':<{width}} LINEAGE GRAPH")
+    for job in pipeline.jobs.values():
+        node = graph.jobs.get((job.namespace, job.name))
+        ins = {(pipeline.dataset(k).namespace, pipeline.dataset(k).name) for k in job.inputs}
+        outs = {(pipeline.dataset(k).namespace, pipeline.dataset(k).name) for k in job.outputs}
+        left = f"{job.name} [{job.processing_type}]"
+        right = "MISSING" if node is None else f"{job.name} [{node.processing_type}] latest run {node.latest_state}"
+        report.lines.append(f"  {left:<{width - 2}} {right}")
+        if node is None:
+            report.drift.append(f"job {job.namespace}/{job.name} is not in the lineage graph")
+            continue
+        for label, want, have in (("input", ins, node.inputs), ("output", outs, node.outputs)):
+            for identity in sorted(want | have):
+                mark = "=" if identity in want and identity in have else ("missing" if identity in want else "extra")
+                report.lines.append(f"      {label} {_ident(identity):<{width - 14}} {mark}")
+                if mark != "=":
+                    report.drift.append(f"job {job.name}: {mark} {label} {_ident(identity)}")
+    report.lines.append("")
+    report.lines.append("DATASETS")
+    for ds in pipeline.datasets.values():
+        for finding in (
+            compare.dataset_exists(graph, ds),
+            compare.schema_matches(graph, ds),
+            compare.no_second_identity(graph, ds),
+        ):
+            report.lines.append(f"  {ds.node_id:<{width}} {'ok' if finding.passed else 'DRIFT'}: {finding.message}")
+            if not finding.passed:
+                report.drift.append(finding.message)
+    want, have = expected_column_edges(pipeline), actual_column_edges(graph)
+    report.lines.append("")
+    report.lines.append(f"COLUMN LINEAGE: {len(want)} declared edges, {len(have)} in the lineage graph")
+    for edge in sorted(want - have):
+        report.drift.append(f"missing column edge {_ident(edge[0])}.{edge[1]} -> {_ident(edge[2])}.{edge[3]}")
+    for edge in sorted(have - want):
+        report.drift.append(f"extra column edge {_ident(edge[0])}.{edge[1]} -> {_ident(edge[2])}.{edge[3]}")
+    return report
+
+
+def render_html(graph: LineageGraph, report: Report, title: str = "lineage-lab: lineage graph") -> str:
+    """Jobs and datasets laid out left to right by depth, edges as SVG lines, column edges as a table."""
+    nodes: dict[str, str] = {}  # id -> label
+    edges: list[tuple[str, str]] = []
+    for job in graph.jobs.values():
+        jid = f"job:{_ident(job.identity)}"
+        nodes[jid] = f"{job.identity[1]} ({job.latest_state or '?'})"
+        for i in sorted(job.inputs):
+            nodes.setdefault(f"ds:{_ident(i)}", _ident(i))
+            edges.append((f"ds:{_ident(i)}", jid))
+        for o in sorted(job.outputs):
+            nodes.setdefault(f"ds:{_ident(o)}", _ident(o))
+            edges.append((jid, f"ds:{_ident(o)}"))
+    depth = {n: 0 for n in nodes}
+    for _ in range(len(nodes)):
+        for a, b in edges:
+            depth[b] = max(depth[b], depth[a] + 1)
+    columns: dict[int, list[str]] = {}
+    for n in sorted(nodes):
+        columns.setdefault(depth[n], []).append(n)
+    box_w, box_h, gap_x, gap_y = 250, 38, 60, 22
+    pos = {
+        n: (20 + d * (box_w + gap_x), 20 + i * (box_h + gap_y)) for d, col in columns.items() for i, n in enumerate(col)
+    }
+    width = 40 + (max(columns, default=0) + 1) * (box_w + gap_x)
+    height = 40 + max((len(c) for c in columns.values()), default=1) * (box_h + gap_y)
+    svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif">']
+    svg.append(
+        '<defs><marker id="a" markerWidth="8" markerHeight="8" refX="8" refY="4" orient="auto">'
+        '<path d="M0,0 L8,4 L0,8 z" fill="#555"/></marker></defs>'
+    )
+    for a, b in edges:
+        (x1, y1), (x2, y2) = pos[a], pos[b]
+        svg.append(
+            f'<line x1="{x1 + box_w}" y1="{y1 + box_h / 2}" x2="{x2}" y2="{y2 + box_h / 2}" stroke="#555" '
+            'marker-end="url(#a)"/>'
+        )
+    for n, (x, y) in pos.items():
+        fill = "#dbe9ff" if n.startswith("job:") else "#e8f6e8"
+        svg.append(f'<rect x="{x}" y="{y}" width="{box_w}" height="{box_h}" rx="6" fill="{fill}" stroke="#333"/>')
+        svg.append(f'<text x="{x + 6}" y="{y + 23}" font-size="11">{html.escape(nodes[n][:42])}</text>')
+    svg.append("</svg>")
+    rows = "".join(
+        f"<tr><td>{html.escape(_ident(s))}.{html.escape(sc)}</td><td>{html.escape(_ident(o))}.{html.escape(oc)}</td></tr>"
+        for s, sc, o, oc in sorted(actual_column_edges(graph))
+    )
+    verdict = "no drift" if report.ok else "<br>".join(html.escape(d) for d in report.drift)
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title></head><body>"
+        f"<h1>{html.escape(title)}</h1><p><b>Drift:</b> {verdict}</p>{''.join(svg)}"
+        f"<h2>Column lineage ({len(actual_column_edges(graph))} edges)</h2>"
+        f"<table border='1' cellpadding='3'><tr><th>from</th><th>to</th></tr>{rows}</table></body></html>"
+    )
+
+
+def verify_and_render(settings: StackSettings, picture: Path | None = None, outbox: Path | None = None):
+    """Verify the deployment's lineage (from its outbox) and write the picture; returns (report, picture path)."""
+    graph = LineageGraph.from_events(Outbox(outbox or settings.lineage_outbox).events())
+    report = verify(Pipeline.from_settings(settings), graph)
+    picture = picture or settings.data_dir / "lineage" / "graph.html"
+    picture.parent.mkdir(parents=True, exist_ok=True)
+    picture.write_text(render_html(graph, report))
+    return report, picture

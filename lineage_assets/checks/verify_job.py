@@ -1,0 +1,36 @@
+"""The drift report as a Dagster job: fails on drift, and attaches the report and the picture either way."""
+
+from pathlib import Path
+
+import dagster as dg
+
+from infra.settings import StackSettings
+from lineage_assets.checks.verify import verify_and_render
+from lineage_assets.resources import LineageResource
+
+
+def build_verify_job(settings: StackSettings) -> dg.JobDefinition:
+    @dg.op(description="Dagster's graph vs the lineage graph, tables and columns; fails on any drift")
+    def verify_lineage(context: dg.OpExecutionContext, lineage: LineageResource) -> None:
+        report, picture = verify_and_render(settings, outbox=Path(lineage.outbox_path))
+        context.log_event(
+            dg.AssetObservation(
+                asset_key=dg.AssetKey(["lineage", "verify_report"]),
+                metadata={
+                    "report": dg.MetadataValue.md(f"```\n{report.text()}\n```"),
+                    "picture": dg.MetadataValue.path(str(picture)),
+                    "differences": len(report.drift),
+                },
+            )
+        )
+        if not report.ok:
+            raise dg.Failure(
+                f"lineage drift: {len(report.drift)} difference(s); picture {picture}",
+                metadata={"differences": dg.MetadataValue.md("\n".join(f"- {d}" for d in report.drift))},
+            )
+
+    @dg.job(description="Compare Dagster's graph with the lineage graph and draw it (also: `lineage-lab verify`)")
+    def verify_lineage_job():
+        verify_lineage()
+
+    return verify_lineage_job

@@ -1,0 +1,102 @@
+"""The five comparisons on graphs rebuilt from the events the project emits: all pass on a consistent pipeline,
+and each kind of drift is caught and named."""
+
+import datetime as dt
+
+from openlineage.client.serde import Serde
+
+from infra.settings import StackSettings
+from lineage_assets.checks.compare import (
+    dataset_exists,
+    no_second_identity,
+    run_state_agrees,
+    schema_matches,
+    upstream_matches,
+)
+from lineage_assets.checks.graph import LineageGraph
+from lineage_assets.lineage.events import EventBuilder, RunState
+from lineage_assets.lineage.identity import Pipeline
+
+PIPELINE = Pipeline.from_settings(StackSettings())
+BUILDER = EventBuilder(PIPELINE)
+T0 = dt.datetime(2025, 5, 1, tzinfo=dt.UTC)
+
+
+def emitted(job: str, state: RunState, run: str, minute: int = 0) -> dict:
+    run_id = f"0195c1c0-0000-7000-8000-{run:0>12}"
+    return Serde.to_dict(BUILDER.event(job, state, run_id, event_time=T0 + dt.timedelta(minutes=minute)))
+
+
+def whole_pipeline(*extra: dict) -> LineageGraph:
+    events = [emitted(job, RunState.RUNNING, str(i)) for i, job in enumerate(PIPELINE.jobs, start=1)]
+    return LineageGraph.from_events([*events, *extra])
+
+
+def test_a_consistent_pipeline_passes_every_comparison():
+    graph = whole_pipeline()
+    for ds in PIPELINE.datasets.values():
+        if ds.producer not in PIPELINE.jobs:
+            continue  # the source table is written by the generator, not a lineage job
+        for finding in (
+            dataset_exists(graph, ds),
+            schema_matches(graph, ds),
+            upstream_matches(graph, ds, PIPELINE),
+            run_state_agrees(graph, ds, PIPELINE, "RUNNING"),
+            no_second_identity(graph, ds),
+        ):
+            assert finding.passed, (ds.key, finding.message)
+
+
+def test_a_missing_dataset_names_its_producer():
+    finding = dataset_exists(LineageGraph(), PIPELINE.dataset("kafka_supplier_stats"))
+    assert not finding.passed and "`supplier-stats`" in finding.message
+
+
+def test_schema_drift_lists_missing_extra_and_type_changes():
+    event = emitted("supplier-stats", RunState.RUNNING, "99", minute=5)
+    fields = event["outputs"][0]["facets"]["schema"]["fields"]
+    fields[:] = [f for f in fields if f["name"] != "count"] + [{"name": "avg", "type": "double"}]
+    fields[0]["type"] = "bytes"
+    finding = schema_matches(whole_pipeline(event), PIPELINE.dataset("kafka_supplier_stats"))
+    assert not finding.passed
+    assert finding.details["missing"] == ["count"] and finding.details["extra"] == ["avg"]
+    assert finding.details["types"] == {"window_start": ("string", "bytes")}
+
+
+def test_a_producer_naming_its_input_differently_breaks_edges_and_is_named_as_a_second_identity():
+    event = emitted("orders-s3-sink", RunState.RUNNING, "98", minute=5)
+    event["inputs"][0]["namespace"] = "kafka://localhost:9092"
+    graph = whole_pipeline(event)
+    archive, orders = PIPELINE.dataset("archive_orders"), PIPELINE.dataset("kafka_orders")
+    edges = upstream_matches(graph, archive, PIPELINE)
+    assert not edges.passed
+    assert edges.details == {"missing": ["kafka://127.0.0.1:9092/orders"], "extra": ["kafka://localhost:9092/orders"]}
+    drift = no_second_identity(graph, orders)
+    assert not drift.passed
+    assert "kafka://127.0.0.1:9092/orders" in drift.message and "kafka://localhost:9092/orders" in drift.message
+
+
+def test_an_iceberg_table_named_by_its_catalog_name_is_a_second_identity():
+    event = emitted("supplier_stats", RunState.COMPLETE, "97", minute=5)
+    symlink = PIPELINE.dataset("iceberg_orders").symlinks[0]
+    event["inputs"][0]["namespace"], event["inputs"][0]["name"] = symlink.namespace, symlink.name
+    finding = no_second_identity(whole_pipeline(event), PIPELINE.dataset("iceberg_orders"))
+    assert not finding.passed and symlink.name in finding.message
+
+
+def test_a_stopped_job_left_running_in_lineage_fails_until_its_run_is_closed():
+    ds = PIPELINE.dataset("iceberg_orders")
+    open_run = whole_pipeline()
+    assert not run_state_agrees(open_run, ds, PIPELINE, "CANCELED").passed
+    closed = whole_pipeline(emitted("iceberg-ingestion", RunState.ABORT, "4", minute=9))
+    assert run_state_agrees(closed, ds, PIPELINE, "CANCELED").passed
+    assert not run_state_agrees(closed, ds, PIPELINE, "RUNNING").passed, "a running job needs an open run"
+
+
+def test_the_latest_run_that_names_datasets_sets_a_jobs_edges():
+    later = emitted("orders-s3-sink", RunState.RUNNING, "96", minute=5)
+    later["inputs"] = [{"namespace": "kafka://127.0.0.1:9092", "name": "orders-v2"}]
+    graph = whole_pipeline(later)
+    assert graph.upstream((PIPELINE.dataset("archive_orders").namespace, PIPELINE.dataset("archive_orders").name)) == {
+        ("kafka://127.0.0.1:9092", "orders-v2")
+    }

@@ -1,0 +1,44 @@
+"""The drift report and the picture, on graphs rebuilt from the events the project emits."""
+
+from lineage_assets.checks.graph import LineageGraph
+from lineage_assets.checks.verify import expected_column_edges, render_html, verify
+from lineage_assets.lineage.events import RunState
+from tests.unit.lineage_assets.checks.test_compare import PIPELINE, emitted, whole_pipeline
+
+
+def test_the_whole_pipeline_has_no_drift_and_every_declared_column_edge():
+    report = verify(PIPELINE, whole_pipeline())
+    assert report.ok, report.text()
+    assert len(expected_column_edges(PIPELINE)) == sum(
+        len(sources)
+        for job in PIPELINE.jobs.values()
+        for cols in job.column_lineage.values()
+        for sources in cols.values()
+    )
+    assert "no drift" in report.text()
+
+
+def test_a_changed_namespace_is_reported_with_both_identities():
+    event = emitted("supplier-stats", RunState.RUNNING, "95", minute=5)
+    event["inputs"][0]["namespace"] = "kafka://LOCALHOST:9092"
+    report = verify(PIPELINE, whole_pipeline(event))
+    assert not report.ok
+    drift = "\n".join(report.drift)
+    assert "kafka://127.0.0.1:9092/orders" in drift and "kafka://LOCALHOST:9092/orders" in drift
+    assert "job supplier-stats: missing input kafka://127.0.0.1:9092/orders" in drift
+    assert "job supplier-stats: extra input kafka://LOCALHOST:9092/orders" in drift
+
+
+def test_an_empty_graph_misses_every_job_and_the_picture_says_so():
+    report = verify(PIPELINE, LineageGraph())
+    assert {f"job lineage-lab/{name} is not in the lineage graph" for name in PIPELINE.jobs} <= set(report.drift)
+    page = render_html(LineageGraph(), report)
+    assert page.startswith("<!doctype html>") and "is not in the lineage graph" in page
+
+
+def test_the_picture_draws_every_job_and_dataset():
+    graph = whole_pipeline()
+    page = render_html(graph, verify(PIPELINE, graph))
+    for job in PIPELINE.jobs:
+        assert f">{job} (RUNNING)<" in page
+    assert page.count("<rect") == len(graph.jobs) + len(graph.datasets)
