@@ -102,16 +102,16 @@ def verify(pipeline: Pipeline, graph: LineageGraph) -> Report:
 
 def render_html(graph: LineageGraph, report: Report, title: str = "lineage-lab: lineage graph") -> str:
     """Jobs and datasets laid out left to right by depth, edges as SVG lines, column edges as a table."""
-    nodes: dict[str, str] = {}  # id -> label
+    nodes: dict[str, tuple[str, str]] = {}  # id -> (label, second line)
     edges: list[tuple[str, str]] = []
     for job in graph.jobs.values():
         jid = f"job:{_ident(job.identity)}"
-        nodes[jid] = f"{job.identity[1]} ({job.latest_state or '?'})"
+        nodes[jid] = (job.identity[1], f"job {job.identity[0]} | {job.latest_state or '?'}")
         for i in sorted(job.inputs):
-            nodes.setdefault(f"ds:{_ident(i)}", _ident(i))
+            nodes.setdefault(f"ds:{_ident(i)}", (i[1], i[0]))
             edges.append((f"ds:{_ident(i)}", jid))
         for o in sorted(job.outputs):
-            nodes.setdefault(f"ds:{_ident(o)}", _ident(o))
+            nodes.setdefault(f"ds:{_ident(o)}", (o[1], o[0]))
             edges.append((jid, f"ds:{_ident(o)}"))
     depth = {n: 0 for n in nodes}
     for _ in range(len(nodes)):
@@ -120,7 +120,7 @@ def render_html(graph: LineageGraph, report: Report, title: str = "lineage-lab: 
     columns: dict[int, list[str]] = {}
     for n in sorted(nodes):
         columns.setdefault(depth[n], []).append(n)
-    box_w, box_h, gap_x, gap_y = 250, 38, 60, 22
+    box_w, box_h, gap_x, gap_y = 260, 44, 50, 22
     pos = {
         n: (20 + d * (box_w + gap_x), 20 + i * (box_h + gap_y)) for d, col in columns.items() for i, n in enumerate(col)
     }
@@ -140,7 +140,9 @@ def render_html(graph: LineageGraph, report: Report, title: str = "lineage-lab: 
     for n, (x, y) in pos.items():
         fill = "#dbe9ff" if n.startswith("job:") else "#e8f6e8"
         svg.append(f'<rect x="{x}" y="{y}" width="{box_w}" height="{box_h}" rx="6" fill="{fill}" stroke="#333"/>')
-        svg.append(f'<text x="{x + 6}" y="{y + 23}" font-size="11">{html.escape(nodes[n][:42])}</text>')
+        label, second = nodes[n]
+        svg.append(f'<text x="{x + 6}" y="{y + 18}" font-size="12" font-weight="bold">{html.escape(label[:38])}</text>')
+        svg.append(f'<text x="{x + 6}" y="{y + 35}" font-size="10" fill="#444">{html.escape(second[:46])}</text>')
     svg.append("</svg>")
     rows = "".join(
         f"<tr><td>{html.escape(_ident(s))}.{html.escape(sc)}</td><td>{html.escape(_ident(o))}.{html.escape(oc)}</td></tr>"
