@@ -101,6 +101,16 @@ def _verify(args: argparse.Namespace, settings: StackSettings) -> int:
     return 0 if report.ok else 1
 
 
+def _pipeline(args: argparse.Namespace, settings: StackSettings) -> int:
+    from lineage_assets.main_run import PipelineError, run_pipeline
+
+    try:
+        return 0 if run_pipeline(settings, orders=args.orders) else 1
+    except PipelineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="lineage-lab", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
@@ -129,6 +139,11 @@ def parser() -> argparse.ArgumentParser:
     outbox.add_argument("--timeout", type=float, default=60.0)
     lineage_sub.add_parser("drain", help="deliver the outbox continuously (foreground)")
 
+    pipe = sub.add_parser("pipeline", help="the whole pipeline against the running stack")
+    pipe_sub = pipe.add_subparsers(dest="action", required=True)
+    run = pipe_sub.add_parser("run", help="deploy, generate orders, Iceberg, supplier_stats, checks, verify")
+    run.add_argument("--orders", type=int, default=200)
+
     check = sub.add_parser("verify", help="Dagster's graph vs the lineage graph, side by side; exit 1 on drift")
     check.add_argument("--html", help="where to write the picture (default: <state>/data/lineage/graph.html)")
     return p
@@ -138,7 +153,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         settings = StackSettings.from_env()
-        handler = {"stack": _stack, "artifacts": _artifacts, "lineage": _lineage, "verify": _verify}[args.command]
+        handler = {
+            "stack": _stack,
+            "artifacts": _artifacts,
+            "lineage": _lineage,
+            "verify": _verify,
+            "pipeline": _pipeline,
+        }[args.command]
         return handler(args, settings)
     except (ServiceError, artifacts.ArtifactError, SettingsError) as exc:
         print(f"error: {exc}", file=sys.stderr)

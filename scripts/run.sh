@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # The main command: install what is missing, bring the embedded stack up (PostgreSQL, object store, Kafka,
-# schema registry, Iceberg catalog, Kafka Connect, Flink, Dagster) and print where to look.
-# Services keep running until `.venv/bin/lineage-lab stack down`.
+# schema registry, Iceberg catalog, Kafka Connect, Flink, Dagster), run the whole pipeline once (deploy the
+# streaming assets, sensors on, generate orders, Iceberg, today's supplier_stats, asset checks, drift report and
+# picture) and print where to look. Services keep running until `.venv/bin/lineage-lab stack down`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
 .venv/bin/lineage-lab stack up
 echo
 .venv/bin/lineage-lab stack status || true
+echo
+status=0
+.venv/bin/lineage-lab pipeline run --orders "${LINEAGE_LAB_ORDERS:-200}" || status=$?
 # shellcheck disable=SC1091
 eval "$(.venv/bin/python -m infra.endpoints --shell)"
 cat <<TXT
@@ -23,3 +27,4 @@ lineage-lab is up.
   Logs              $LOGS_DIR  (.venv/bin/lineage-lab stack logs SERVICE -f)
 Stop everything with: .venv/bin/lineage-lab stack down
 TXT
+exit "$status"
