@@ -12,6 +12,7 @@ from lineage_assets.connect.sensor import build_connector_sensor
 from lineage_assets.flink.iceberg_ingestion import build_iceberg_ingestion_asset
 from lineage_assets.flink.sensor import build_flink_job_sensor
 from lineage_assets.flink.supplier_stats import build_supplier_stats_stream_asset
+from lineage_assets.kafka.dead_letters import build_dead_letter_specs
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.resources import build_resources
 from lineage_assets.source.generator import generate_orders_job
@@ -26,6 +27,7 @@ defs = dg.Definitions(
         build_supplier_stats_stream_asset(pipeline, settings),
         build_iceberg_ingestion_asset(pipeline, settings),
         build_supplier_stats_asset(pipeline),
+        *build_dead_letter_specs(pipeline),
     ],
     asset_checks=build_lineage_checks(pipeline, settings),
     jobs=[generate_orders_job, build_verify_job(settings)],

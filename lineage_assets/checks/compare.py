@@ -9,6 +9,22 @@ from lineage_assets.checks.graph import Identity, LineageGraph
 from lineage_assets.lineage.identity import Dataset, Pipeline
 from lineage_assets.lineage.naming import physical_key
 
+#: spellings of one type across engines (Spark says integer/long, Flink STRING, the identity module int/bigint)
+TYPE_ALIASES = {
+    "integer": "int",
+    "int32": "int",
+    "long": "bigint",
+    "int64": "bigint",
+    "varchar": "string",
+    "text": "string",
+}
+
+
+def canonical_type(name: str) -> str:
+    lowered = name.strip().lower().replace(" ", "")
+    return TYPE_ALIASES.get(lowered, lowered)
+
+
 #: engine states (Flink job states, Connect connector states) in which a streaming run has ended
 ENGINE_STOPPED = {"CANCELED", "FAILED", "FINISHED", "GONE", "PAUSED", "STOPPED", "DELETED", "UNASSIGNED"}
 
@@ -43,7 +59,11 @@ def schema_matches(graph: LineageGraph, ds: Dataset) -> Finding:
     declared = {c.name: c.type for c in ds.columns}
     missing = sorted(set(declared) - set(node.fields))
     extra = sorted(set(node.fields) - set(declared))
-    types = {c: (declared[c], node.fields[c]) for c in declared if c in node.fields and declared[c] != node.fields[c]}
+    types = {
+        c: (declared[c], node.fields[c])
+        for c in declared
+        if c in node.fields and canonical_type(declared[c]) != canonical_type(node.fields[c])
+    }
     if not (missing or extra or types):
         return Finding(True, f"{len(declared)} fields match")
     return Finding(

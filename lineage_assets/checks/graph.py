@@ -33,6 +33,7 @@ class JobNode:
     latest_state: str | None = None
     latest_time: str = ""
     processing_type: str | None = None
+    parent: Identity | None = None  # the job of the parent run (Spark: the application's job)
 
 
 @dataclass
@@ -51,6 +52,9 @@ class LineageGraph:
             if event.get("eventTime", "") >= job.latest_time:
                 job.latest_run, job.latest_time = run_id, event.get("eventTime", "")
                 job.latest_state = RUN_STATES.get(event.get("eventType", ""), job.latest_state)
+            parent = ((event["run"].get("facets") or {}).get("parent") or {}).get("job")
+            if parent:
+                job.parent = (parent["namespace"], parent["name"])
             job_type = (event["job"].get("facets") or {}).get("jobType") or {}
             job.processing_type = job_type.get("processingType", job.processing_type)
             inputs = [graph._dataset(d) for d in event.get("inputs") or []]
@@ -76,6 +80,16 @@ class LineageGraph:
                 ((f["namespace"], f["name"]), f["field"]) for f in lineage.get("inputFields") or []
             }
         return node
+
+    def io_with_children(self, job: Identity) -> tuple[set[Identity], set[Identity]]:
+        """A job's inputs and outputs including those of its child jobs (Marquez nests a Spark application's
+        action jobs under it)."""
+        node = self.jobs[job]
+        children = [j for j in self.jobs.values() if j.parent == job]
+        return (
+            node.inputs.union(*(c.inputs for c in children)),
+            node.outputs.union(*(c.outputs for c in children)),
+        )
 
     def producers(self, dataset: Identity) -> list[JobNode]:
         return [j for j in self.jobs.values() if dataset in j.outputs]

@@ -73,7 +73,8 @@ def verify(pipeline: Pipeline, graph: LineageGraph) -> Report:
         if node is None:
             report.drift.append(f"job {job.namespace}/{job.name} is not in the lineage graph")
             continue
-        for label, want, have in (("input", ins, node.inputs), ("output", outs, node.outputs)):
+        have_in, have_out = graph.io_with_children(node.identity)
+        for label, want, have in (("input", ins, have_in), ("output", outs, have_out)):
             for identity in sorted(want | have):
                 mark = "=" if identity in want and identity in have else ("missing" if identity in want else "extra")
                 report.lines.append(f"      {label} {_ident(identity):<{width - 14}} {mark}")

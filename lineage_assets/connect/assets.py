@@ -6,7 +6,7 @@ import dagster as dg
 from infra.settings import StackSettings
 from lineage_assets.connect.configs import config_version, render_connector
 from lineage_assets.kafka.topics import TopicSpec, ensure_topic
-from lineage_assets.lineage.identity import Pipeline
+from lineage_assets.lineage.identity import DEAD_LETTER_TOPICS, Pipeline
 from lineage_assets.metadata import asset_key, identity_metadata
 from lineage_assets.resources import ConnectResource, KafkaResource, ObjectStoreResource, SourceDatabaseResource
 from lineage_assets.source.orders import ensure_table
@@ -14,9 +14,9 @@ from lineage_assets.source.orders import ensure_table
 OWNERS = ["team:data-platform"]
 WEEK_MS = 7 * 24 * 3600 * 1000
 ORDERS_TOPIC = TopicSpec("orders", partitions=3, retention_ms=WEEK_MS)
-DLQ_TOPIC = TopicSpec("orders-dlq", partitions=1, retention_ms=4 * WEEK_MS)
 SOURCE_CONNECTOR = "orders-source"
 SINK_CONNECTOR = "orders-s3-sink"
+DLQ_TOPIC = TopicSpec(DEAD_LETTER_TOPICS[SINK_CONNECTOR], partitions=1, retention_ms=4 * WEEK_MS)
 
 
 def build_connect_assets(pipeline: Pipeline, settings: StackSettings) -> list[dg.AssetsDefinition]:

@@ -10,6 +10,7 @@ from pathlib import Path
 from string import Template
 
 from infra.settings import REPO_ROOT, StackSettings
+from lineage_assets.lineage.identity import DEAD_LETTER_TOPICS
 
 CONNECTORS_DIR = REPO_ROOT / "connect" / "connectors"
 
@@ -31,6 +32,7 @@ def template_values(settings: StackSettings) -> dict[str, str]:
         "s3_endpoint": settings.s3_endpoint,
         "s3_region": settings.s3_region,
         "archive_bucket": settings.archive_bucket,
+        "sink_dead_letter_topic": DEAD_LETTER_TOPICS["orders-s3-sink"],
     }
 
 

@@ -20,13 +20,13 @@ from lineage_assets.flink.runs import ENGINE
 from lineage_assets.flink.tables import ensure_orders_table
 from lineage_assets.kafka.topics import TopicSpec, ensure_topic
 from lineage_assets.lineage.events import EventBuilder, ParentRun, RunState, run_id_for
-from lineage_assets.lineage.identity import Pipeline
+from lineage_assets.lineage.identity import DEAD_LETTER_TOPICS, Pipeline
 from lineage_assets.metadata import asset_key, identity_metadata
 from lineage_assets.resources import IcebergResource, KafkaResource, LineageResource
 
 JOB = "iceberg-ingestion"
 SPEC = FlinkJobSpec(JOB, JOBS_DIR / "iceberg_ingestion.py")
-DLQ_TOPIC = TopicSpec("orders-dlq-flink", partitions=1, retention_ms=28 * 24 * 3600 * 1000)
+DLQ_TOPIC = TopicSpec(DEAD_LETTER_TOPICS[JOB], partitions=1, retention_ms=28 * 24 * 3600 * 1000)
 
 
 class IcebergIngestionConfig(dg.Config):

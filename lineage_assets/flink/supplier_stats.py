@@ -26,14 +26,14 @@ from lineage_assets.flink.listener import ListenerLog
 from lineage_assets.flink.runs import ENGINE
 from lineage_assets.kafka.topics import TopicSpec, end_offsets, ensure_topic
 from lineage_assets.lineage.events import EventBuilder, ParentRun, RunState, run_id_for
-from lineage_assets.lineage.identity import Pipeline
+from lineage_assets.lineage.identity import DEAD_LETTER_TOPICS, Pipeline
 from lineage_assets.metadata import asset_key, identity_metadata
 from lineage_assets.resources import KafkaResource, LineageResource
 
 JOB = "supplier-stats"
 SPEC = FlinkJobSpec(JOB, JOBS_DIR / "supplier_stats.py")
 WEEK_MS = 7 * 24 * 3600 * 1000
-DLQ_TOPIC = TopicSpec("orders-dlq-supplier-stats", partitions=1, retention_ms=4 * WEEK_MS)
+DLQ_TOPIC = TopicSpec(DEAD_LETTER_TOPICS[JOB], partitions=1, retention_ms=4 * WEEK_MS)
 CONSUMER_GROUP = "supplier-stats"
 
 

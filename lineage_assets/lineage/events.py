@@ -124,6 +124,11 @@ class EventBuilder:
                         ],
                     )
                 )
+            if not sources:  # computed from no column (a count of rows)
+                fields[column] = column_lineage_dataset.Fields(
+                    inputFields=[], transformationType="INDIRECT", transformationDescription="count of rows"
+                )
+                continue
             first = sources[0]
             # field-level type/description: the 1-0-0 shape Marquez stores, alongside the per-input transformations
             fields[column] = column_lineage_dataset.Fields(

@@ -94,6 +94,18 @@ class Job:
         return f"job:{self.namespace}:{self.name}"
 
 
+#: the dead-letter topic of each job that has one: records it could not process, with the reason
+DEAD_LETTER_TOPICS = {
+    "orders-s3-sink": "orders-dlq",
+    "iceberg-ingestion": "orders-dlq-flink",
+    "supplier-stats": "orders-dlq-supplier-stats",
+}
+_FLINK_DEAD_LETTER_COLUMNS = (
+    Column("src_topic", "string"),
+    Column("raw_value", "bytes", "the record as read, base64 in the JSON value"),
+    Column("reason", "string", "why it could not be processed"),
+)
+
 ORDER_COLUMNS_AVRO = (
     Column("supplier", "string", "one of 8 suppliers"),
     Column("item", "string", "product name"),
@@ -200,6 +212,37 @@ class Pipeline:
                 description="Per supplier and hour: total price and count, partitioned by bid_date, bid_hour",
                 symlinks=(Symlink(catalog, "default.supplier_stats"),),
             ),
+            Dataset(
+                "dlq_orders_s3_sink",
+                *naming.kafka(settings.kafka_bootstrap, DEAD_LETTER_TOPICS["orders-s3-sink"]),
+                ("kafka", "dead_letters", "orders_dlq"),
+                (Column("key", "bytes"), Column("value", "bytes", "the record as consumed; the reason in headers")),
+                producer="orders-s3-sink",
+                description="Records the S3 sink could not convert or write (Connect's dead-letter queue)",
+            ),
+            Dataset(
+                "dlq_iceberg_ingestion",
+                *naming.kafka(settings.kafka_bootstrap, DEAD_LETTER_TOPICS["iceberg-ingestion"]),
+                ("kafka", "dead_letters", "orders_dlq_flink"),
+                (
+                    Column("src_topic", "string"),
+                    Column("src_partition", "int"),
+                    Column("src_offset", "bigint"),
+                    Column("src_timestamp", "timestamp_ltz(3)"),
+                    Column("record_key", "string"),
+                    *_FLINK_DEAD_LETTER_COLUMNS[1:],
+                ),
+                producer="iceberg-ingestion",
+                description="Orders iceberg-ingestion could not decode or convert, with the reason",
+            ),
+            Dataset(
+                "dlq_supplier_stats",
+                *naming.kafka(settings.kafka_bootstrap, DEAD_LETTER_TOPICS["supplier-stats"]),
+                ("kafka", "dead_letters", "orders_dlq_supplier_stats"),
+                _FLINK_DEAD_LETTER_COLUMNS,
+                producer="supplier-stats",
+                description="Orders supplier-stats could not decode, or that came after their window closed",
+            ),
         ]
         order_fields = [c.name for c in ORDER_COLUMNS_AVRO]
         jobs = [
@@ -221,7 +264,7 @@ class Pipeline:
                 "KAFKA_CONNECT",
                 "JOB",
                 ("kafka_orders",),
-                ("archive_orders",),
+                ("archive_orders", "dlq_orders_s3_sink"),
                 {"archive_orders": _identity_map("kafka_orders", order_fields)},
                 "Connect S3 sink: JSON lines",
             ),
@@ -232,7 +275,7 @@ class Pipeline:
                 "FLINK",
                 "JOB",
                 ("kafka_orders",),
-                ("kafka_supplier_stats",),
+                ("kafka_supplier_stats", "dlq_supplier_stats"),
                 {
                     "kafka_supplier_stats": {
                         "window_start": (ColumnSource("kafka_orders", "bid_time", "DIRECT", "TRANSFORMATION"),),
@@ -251,7 +294,7 @@ class Pipeline:
                 "FLINK",
                 "JOB",
                 ("kafka_orders",),
-                ("iceberg_orders",),
+                ("iceberg_orders", "dlq_iceberg_ingestion"),
                 {
                     "iceberg_orders": {
                         **_identity_map("kafka_orders", ["order_id", "item", "supplier"]),
@@ -275,7 +318,7 @@ class Pipeline:
                         "bid_date": (ColumnSource("iceberg_orders", "bid_time", "DIRECT", "TRANSFORMATION"),),
                         "bid_hour": (ColumnSource("iceberg_orders", "bid_time", "DIRECT", "TRANSFORMATION"),),
                         "total_price": (ColumnSource("iceberg_orders", "price", "DIRECT", "AGGREGATION"),),
-                        "total_count": (ColumnSource("iceberg_orders", "order_id", "DIRECT", "AGGREGATION"),),
+                        "total_count": (),  # count(*): computed from no column
                     }
                 },
                 "PySpark: hourly totals per supplier for one day",

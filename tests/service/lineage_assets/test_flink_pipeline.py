@@ -357,7 +357,8 @@ def test_lineage_of_both_jobs_names_the_one_orders_topic(settings, resources, de
         assert running["job"]["name"] == name
         assert running["job"]["facets"]["jobType"]["processingType"] == "STREAMING"
         assert [(i["namespace"], i["name"]) for i in running["inputs"]] == [(orders.namespace, orders.name)]
-        (out,) = running["outputs"]
+        out, dead_letters = running["outputs"]
+        assert dead_letters["name"] == pipeline.dataset(f"dlq_{name.replace('-', '_')}").name
         target = pipeline.dataset(output_key)
         assert (out["namespace"], out["name"]) == (target.namespace, target.name)
         assert [f["name"] for f in out["facets"]["schema"]["fields"]] == list(target.column_names)

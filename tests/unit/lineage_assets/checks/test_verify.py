@@ -42,3 +42,24 @@ def test_the_picture_draws_every_job_and_dataset():
     for job in PIPELINE.jobs:
         assert f">{job}</text>" in page
     assert page.count("<rect") == len(graph.jobs) + len(graph.datasets)
+
+
+def test_a_spark_applications_child_jobs_carry_its_datasets_and_spark_type_names_match():
+    """The Spark listener reports the application job without datasets and an action job under it with them."""
+    events = [emitted(job, RunState.RUNNING, str(i)) for i, job in enumerate(PIPELINE.jobs, start=1)]
+    app = next(e for e in events if e["job"]["name"] == "supplier_stats")
+    child = {**app, "job": {**app["job"], "name": "supplier_stats.overwrite_by_expression.lakehouse_default"}}
+    child["run"] = {
+        "runId": "0195c1c0-0000-7000-8000-0000000000aa",
+        "facets": {
+            "parent": {
+                "run": {"runId": app["run"]["runId"]},
+                "job": {"namespace": app["job"]["namespace"], "name": "supplier_stats"},
+            }
+        },
+    }
+    for field in child["outputs"][0]["facets"]["schema"]["fields"]:
+        field["type"] = {"int": "integer", "bigint": "long"}.get(field["type"], field["type"])
+    app["inputs"], app["outputs"] = [], []
+    report = verify(PIPELINE, LineageGraph.from_events([*events, child]))
+    assert report.ok, report.text()

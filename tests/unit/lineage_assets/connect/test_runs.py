@@ -82,4 +82,7 @@ def test_every_event_carries_the_connector_datasets_and_streaming_job_type():
     for ev in events:
         assert ev.job.facets["jobType"].processingType == "STREAMING"
         assert ev.job.facets["jobType"].integration == "KAFKA_CONNECT"
-        assert [i.name for i in ev.inputs] == ["orders"] and [o.name for o in ev.outputs] == ["topics/orders"]
+        assert [i.name for i in ev.inputs] == ["orders"] and [o.name for o in ev.outputs] == [
+            "topics/orders",
+            "orders-dlq",
+        ]

@@ -36,7 +36,10 @@ def test_every_event_carries_job_type_and_full_datasets(builder):
             "JOB",
         )
         assert [(i["namespace"], i["name"]) for i in ev["inputs"]] == [("kafka://127.0.0.1:9092", "orders")]
-        assert [(o["namespace"], o["name"]) for o in ev["outputs"]] == [("s3://warehouse", "default/orders")]
+        assert [(o["namespace"], o["name"]) for o in ev["outputs"]] == [
+            ("s3://warehouse", "default/orders"),
+            ("kafka://127.0.0.1:9092", "orders-dlq-flink"),
+        ]
 
 
 def test_output_carries_schema_symlink_datasource_and_column_lineage(builder):

@@ -20,6 +20,10 @@ def test_the_reference_data_flow(pipeline):
         ("kafka_orders", "supplier-stats", "kafka_supplier_stats"),
         ("kafka_orders", "iceberg-ingestion", "iceberg_orders"),
         ("iceberg_orders", "supplier_stats", "iceberg_supplier_stats"),
+        # where each streaming job puts what it cannot process
+        ("kafka_orders", "orders-s3-sink", "dlq_orders_s3_sink"),
+        ("kafka_orders", "supplier-stats", "dlq_supplier_stats"),
+        ("kafka_orders", "iceberg-ingestion", "dlq_iceberg_ingestion"),
     }
     for ds in pipeline.datasets.values():
         if ds.key != "source_orders":
