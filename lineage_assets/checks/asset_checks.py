@@ -80,11 +80,15 @@ def _checks_for(pipeline: Pipeline, settings: StackSettings, ds: Dataset) -> dg.
     @dg.multi_asset_check(
         specs=[dg.AssetCheckSpec(name, asset=key, description=text) for name, text in CHECKS.items()],
         name=f"lineage_checks_{ds.key}",
+        can_subset=True,
     )
     def lineage_checks(context: dg.AssetCheckExecutionContext, lineage: LineageResource):
         graph = lineage_graph(lineage)
         engine = engine_state(context.instance, key, integration, FlinkClient(settings))
+        selected = {k.name for k in context.selected_asset_check_keys}
         for name, finding in findings(graph, ds, pipeline, engine).items():
+            if name not in selected:
+                continue
             yield dg.AssetCheckResult(
                 asset_key=key,
                 check_name=name,
