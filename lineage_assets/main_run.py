@@ -20,10 +20,11 @@ from infra.services.dagster import DagsterDev
 from infra.settings import REPO_ROOT, StackSettings
 from lineage_assets.checks.verify import verify_and_render
 from lineage_assets.lineage.outbox import Outbox
+from lineage_assets.metadata import asset_key
 
-STREAMING_KEYS = ("postgres/orders_source/orders", "kafka/orders", "s3/orders_archive", "iceberg/default/orders")
-FLINK_STATS_KEY = "kafka/supplier_stats"
-BATCH_KEY = "iceberg/default/supplier_stats"
+#: what the main job deploys (identity-module dataset keys): everything but the batch table, which it then fills
+STREAMING = ("source_orders", "kafka_orders", "archive_orders", "iceberg_orders", "kafka_supplier_stats")
+BATCH = "iceberg_supplier_stats"
 SENSORS = ("connector_sensor", "flink_job_sensor")
 
 
@@ -44,7 +45,7 @@ def run_pipeline(settings: StackSettings, orders: int = 200, log: Callable[[str]
         log(f"- {what}")
         result = dg.materialize(
             everything,
-            selection=dg.AssetSelection.assets(*[dg.AssetKey.from_user_string(k) for k in keys]).without_checks(),
+            selection=dg.AssetSelection.assets(*[asset_key(pipeline.dataset(k)) for k in keys]).without_checks(),
             instance=instance,
             resources=resources,
             partition_key=partition,
@@ -57,7 +58,7 @@ def run_pipeline(settings: StackSettings, orders: int = 200, log: Callable[[str]
 
     started = dt.datetime.now(dt.UTC)
     materialize(
-        [*STREAMING_KEYS, FLINK_STATS_KEY],
+        list(STREAMING),
         "deploy: source table, orders topic + CDC connector, archive "
         "sink, iceberg-ingestion and supplier-stats Flink jobs",
     )
@@ -83,11 +84,11 @@ def run_pipeline(settings: StackSettings, orders: int = 200, log: Callable[[str]
     )
 
     today = dt.datetime.now(dt.UTC).date().isoformat()
-    materialize([BATCH_KEY], f"supplier_stats for {today} (PySpark over Iceberg)", partition=today)
+    materialize([BATCH], f"supplier_stats for {today} (PySpark over Iceberg)", partition=today)
 
     log("- wait for the sensors' first lineage of both connectors")
     outbox = Outbox(settings.lineage_outbox)
-    connectors = {"orders-source", "orders-s3-sink"}
+    connectors = {j.name for j in pipeline.jobs.values() if j.integration == "KAFKA_CONNECT"}
     _wait(
         lambda: connectors <= {e["job"]["name"] for e in outbox.events()},
         120,

@@ -30,19 +30,20 @@ OutputFacts = tuple[dict[str, object], str | None]
 class TrackedJob:
     name: str
     dataset_key: str
-    output_facts: Callable[[Dataset, IcebergResource, KafkaResource], OutputFacts]
+    output_facts: Callable[[Pipeline, Dataset, IcebergResource, KafkaResource], OutputFacts]
 
 
-def iceberg_facts(target: Dataset, iceberg: IcebergResource, kafka: KafkaResource) -> OutputFacts:
+def iceberg_facts(pipeline: Pipeline, target: Dataset, iceberg: IcebergResource, kafka: KafkaResource) -> OutputFacts:
     snapshot = iceberg.catalog().load_table(target.symlinks[0].name).current_snapshot()
     rows = int(snapshot.summary.get("total-records", 0)) if snapshot and snapshot.summary else 0
     snapshot_id = str(snapshot.snapshot_id) if snapshot else None
     return {"iceberg/snapshot_id": snapshot_id or "none", "dagster/row_count": rows}, snapshot_id
 
 
-def topic_facts(target: Dataset, iceberg: IcebergResource, kafka: KafkaResource) -> OutputFacts:
+def topic_facts(pipeline: Pipeline, target: Dataset, iceberg: IcebergResource, kafka: KafkaResource) -> OutputFacts:
     written = sum(end_offsets(kafka.bootstrap_servers, target.name).values())
-    lag = consumer_lag(kafka.bootstrap_servers, "orders", supplier_stats.CONSUMER_GROUP)
+    (source,) = pipeline.job(target.producer).inputs
+    lag = consumer_lag(kafka.bootstrap_servers, pipeline.dataset(source).name, supplier_stats.CONSUMER_GROUP)
     facts = {"output_records": written, "consumer_lag": lag if lag is not None else "no committed offsets yet"}
     return facts, str(written) if written else None
 
@@ -107,7 +108,7 @@ def build_flink_job_sensor(pipeline: Pipeline, settings: StackSettings) -> dg.Se
                     "records_in": records_in,
                     "records_out": records_out,
                 }
-            output, marker = tracked.output_facts(target, iceberg, kafka)
+            output, marker = tracked.output_facts(pipeline, target, iceberg, kafka)
             facts |= output
             events.append(dg.AssetObservation(asset_key=key, metadata=facts))
             if marker is not None and marker != seen["data"]:
