@@ -10,8 +10,9 @@ from pathlib import Path
 
 import dagster as dg
 
-from infra.settings import REPO_ROOT
+from infra.settings import REPO_ROOT, StackSettings
 from lineage_assets.flink.client import FlinkClient
+from lineage_assets.lineage.events import ParentRun
 
 JOBS_DIR = REPO_ROOT / "flink_jobs"
 #: modules the job scripts import, shipped to the cluster's Python workers with every submission
@@ -70,6 +71,11 @@ def submit(client: FlinkClient, spec: FlinkJobSpec, args: list[str], version: st
         py_files=tuple(str(p) for p in SHARED_MODULES),
         savepoint=savepoint,
     )
+
+
+def dagster_parent(context: dg.AssetExecutionContext, settings: StackSettings) -> ParentRun:
+    """The Dagster run that deploys a job: the parent of the job's OpenLineage run."""
+    return ParentRun(context.run.run_id, settings.openlineage_namespace, f"dagster.{context.job_name}")
 
 
 def unchanged_result(unchanged: Unchanged) -> dg.MaterializeResult:

@@ -12,6 +12,7 @@ from lineage_assets.flink.deploy import (
     JOBS_DIR,
     FlinkJobSpec,
     check_running,
+    dagster_parent,
     deployment_text,
     submit,
     unchanged_result,
@@ -19,7 +20,7 @@ from lineage_assets.flink.deploy import (
 from lineage_assets.flink.runs import ENGINE
 from lineage_assets.flink.tables import ensure_orders_table
 from lineage_assets.kafka.topics import TopicSpec, ensure_topic
-from lineage_assets.lineage.events import EventBuilder, ParentRun, RunState, run_id_for
+from lineage_assets.lineage.events import EventBuilder, RunState, run_id_for
 from lineage_assets.lineage.identity import DEAD_LETTER_TOPICS, Pipeline
 from lineage_assets.metadata import asset_key, identity_metadata
 from lineage_assets.resources import IcebergResource, KafkaResource, LineageResource
@@ -67,7 +68,7 @@ def build_iceberg_ingestion_asset(pipeline: Pipeline, settings: StackSettings) -
         builder = EventBuilder(pipeline)
         started = dt.datetime.now(dt.UTC)
         run_id = run_id_for(JOB, started, context.run.run_id)
-        parent = ParentRun(context.run.run_id, settings.openlineage_namespace, f"dagster.{context.job_name}")
+        parent = dagster_parent(context, settings)
         emitter.emit(builder.event(JOB, RunState.START, run_id, event_time=started, parent=parent, engine=ENGINE))
         args = [
             *("--bootstrap", kafka.bootstrap_servers, "--registry", kafka.schema_registry_url),

@@ -18,6 +18,7 @@ from lineage_assets.flink.deploy import (
     JOBS_DIR,
     FlinkJobSpec,
     check_running,
+    dagster_parent,
     deployment_text,
     submit,
     unchanged_result,
@@ -25,7 +26,7 @@ from lineage_assets.flink.deploy import (
 from lineage_assets.flink.listener import ListenerLog
 from lineage_assets.flink.runs import ENGINE
 from lineage_assets.kafka.topics import TopicSpec, end_offsets, ensure_topic
-from lineage_assets.lineage.events import EventBuilder, ParentRun, RunState, run_id_for
+from lineage_assets.lineage.events import EventBuilder, RunState, run_id_for
 from lineage_assets.lineage.identity import DEAD_LETTER_TOPICS, Pipeline
 from lineage_assets.metadata import asset_key, identity_metadata
 from lineage_assets.resources import KafkaResource, LineageResource
@@ -80,7 +81,7 @@ def build_supplier_stats_stream_asset(pipeline: Pipeline, settings: StackSetting
 
         emitter = lineage.emitter()
         builder = EventBuilder(pipeline)
-        parent = ParentRun(context.run.run_id, settings.openlineage_namespace, f"dagster.{context.job_name}")
+        parent = dagster_parent(context, settings)
         listener = ListenerLog(openlineage_events_file(settings))
         mark = listener.mark()
         args = [
