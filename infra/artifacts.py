@@ -4,6 +4,11 @@ The manifest is the single list of every jar the stack runs, with exact versions
 throw-away POM and ``mvn dependency:copy-dependencies`` (or ``unpack-dependencies`` for distributions shipped as a
 zip), so transitive dependencies come from Maven's own resolver. A stamp per bundle records the manifest entry it
 was built from; an unchanged bundle is not resolved again.
+
+A bundle may name a vendor folder (``vendor``, under ``LINEAGE_LAB_VENDOR_DIR``, by default ``../shared/vendor``
+beside the repository) and the SHA-256 of each file it expects there (``sha256``): an artifact Maven Central does
+not serve (Marquez's API jar on some mirrors) is then taken from that folder after its digest is checked, and a
+file that is no Maven artifact at all (Marquez's web UI) comes only from there.
 """
 
 from __future__ import annotations
@@ -84,6 +89,9 @@ class Bundle:
     unpack: bool = False
     #: a Maven module of this repository whose ``mvn package`` leaves the bundle in ``target/plugin``
     build: str = ""
+    #: a folder under the vendor root holding files Central may lack, and the SHA-256 of each (file name -> digest)
+    vendor: str = ""
+    sha256: tuple[tuple[str, str], ...] = ()
 
     @property
     def fingerprint(self) -> str:
@@ -94,6 +102,8 @@ class Bundle:
             "transitive": self.transitive,
             "unpack": self.unpack,
         }
+        if self.vendor:
+            spec["vendor"] = [self.vendor, list(self.sha256)]
         if self.build:
             spec["sources"] = _tree_digest(REPO_ROOT / self.build)
         return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
@@ -139,8 +149,41 @@ def load_manifest(path: Path = MANIFEST) -> dict[str, Bundle]:
             transitive=spec.get("transitive", True),
             unpack=spec.get("unpack", False),
             build=spec.get("build", ""),
+            vendor=spec.get("vendor", ""),
+            sha256=tuple(sorted(spec.get("sha256", {}).items())),
         )
     return bundles
+
+
+def vendor_root() -> Path:
+    """Where vendored files live: ``LINEAGE_LAB_VENDOR_DIR``, else ``../shared/vendor`` beside the repository."""
+    override = os.environ.get("LINEAGE_LAB_VENDOR_DIR")
+    return Path(override).expanduser() if override else REPO_ROOT.parent / "shared" / "vendor"
+
+
+def _vendored(bundle: Bundle, file_name: str, why_not_central: str) -> Path:
+    """The vendored copy of ``file_name``, its SHA-256 checked against the manifest; a clear error naming both
+    places when neither has it."""
+    folder = vendor_root() / bundle.vendor if bundle.vendor else None
+    expected = dict(bundle.sha256).get(file_name)
+    candidate = folder / file_name if folder else None
+    if candidate is None or expected is None or not candidate.is_file():
+        where = f"the vendor folder {folder}" if folder else "no vendor folder (the manifest names none)"
+        raise ArtifactError(
+            f"bundle {bundle.name!r}: {file_name} is neither on Maven Central ({why_not_central}) nor in {where}. "
+            "Use a network that reaches a Maven Central serving it, or put the file (with its SHA-256 as in "
+            "infra/artifacts.toml) into a folder and point LINEAGE_LAB_VENDOR_DIR at that folder's parent."
+        )
+    digest = hashlib.sha256()
+    with open(candidate, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            digest.update(chunk)
+    if digest.hexdigest() != expected:
+        raise ArtifactError(
+            f"bundle {bundle.name!r}: {candidate} has SHA-256 {digest.hexdigest()}, the manifest expects {expected}; "
+            "the file is damaged or another version: replace it with the one the manifest names"
+        )
+    return candidate
 
 
 def bundle_dir(jars_dir: Path, name: str) -> Path:
@@ -207,7 +250,13 @@ def resolve_bundle(jars_dir: Path, bundle: Bundle, log: Callable[[str], None] = 
             _run_maven(bundle, _maven_command(bundle, Path(tmp), staging), staging, log)
     else:
         for coordinate in bundle.artifacts:
-            _fetch_file(coordinate, staging, bundle.unpack, log)
+            _fetch_file(coordinate, staging, bundle.unpack, log, bundle)
+        # vendored files that are no Maven artifact (nothing to try on Central first)
+        from_maven = {c.file_name for c in bundle.artifacts}
+        for file_name, _ in bundle.sha256:
+            if file_name not in from_maven:
+                log(f"    {file_name}: from the vendor folder (not published on Maven Central)")
+                _place(_vendored(bundle, file_name, "not a Maven artifact"), staging, bundle.unpack)
     (staging / STAMP).write_text(json.dumps({"fingerprint": bundle.fingerprint, "bundle": bundle.name}))
     shutil.rmtree(target, ignore_errors=True)
     staging.rename(target)
@@ -241,11 +290,14 @@ def _build_module(bundle: Bundle, out: Path, log: Callable[[str], None]) -> None
         shutil.copy2(item, out / item.name)
 
 
-def _fetch_file(c: Coordinate, out: Path, unpack: bool, log: Callable[[str], None]) -> None:
+def _fetch_file(
+    c: Coordinate, out: Path, unpack: bool, log: Callable[[str], None], bundle: Bundle | None = None
+) -> None:
     """Fetch one file as published, into Maven's local repository, checked against Central's SHA-1.
 
     Used for self-contained distributions (transitive = false): Maven's resolver refuses some of them because
-    Central lacks their parent POM, although the file itself is there.
+    Central lacks their parent POM, although the file itself is there. When Central answers 404 and the bundle
+    names a vendor folder, the vendored copy is used after its SHA-256 check.
     """
     rel = f"{c.group.replace('.', '/')}/{c.artifact}/{c.version}/{c.file_name}"
     central = maven_central_url()
@@ -262,6 +314,13 @@ def _fetch_file(c: Coordinate, out: Path, unpack: bool, log: Callable[[str], Non
                     fh.write(chunk)
             with urllib.request.urlopen(central + rel + ".sha1", timeout=30) as resp:
                 expected = resp.read().decode().split()[0].strip()
+        except urllib.error.HTTPError as exc:
+            partial.unlink(missing_ok=True)
+            if exc.code == 404 and bundle is not None and bundle.vendor:
+                log(f"    {c.file_name}: not on Maven Central (HTTP 404), taking the vendored copy")
+                _place(_vendored(bundle, c.file_name, f"{central}{rel}: HTTP 404"), out, unpack)
+                return
+            raise ArtifactError(f"cannot download {central}{rel}: {exc}") from exc
         except (urllib.error.URLError, OSError) as exc:
             partial.unlink(missing_ok=True)
             raise ArtifactError(f"cannot download {central}{rel}: {exc}") from exc
@@ -269,10 +328,14 @@ def _fetch_file(c: Coordinate, out: Path, unpack: bool, log: Callable[[str], Non
             partial.unlink(missing_ok=True)
             raise ArtifactError(f"{rel}: SHA-1 mismatch (got {digest.hexdigest()}, Central says {expected})")
         partial.rename(local)
+    _place(local, out, unpack)
+
+
+def _place(path: Path, out: Path, unpack: bool) -> None:
     if unpack:
-        shutil.unpack_archive(local, out)
+        shutil.unpack_archive(path, out)
     else:
-        shutil.copy2(local, out / c.file_name)
+        shutil.copy2(path, out / path.name)
 
 
 def _run_maven(bundle: Bundle, cmd: list[str], staging: Path, log: Callable[[str], None]) -> None:

@@ -39,6 +39,7 @@ class StackSettings:
     iceberg_catalog_port: int = 8181
     marquez_port: int = 5000
     marquez_admin_port: int = 5001
+    marquez_web_port: int = 3001
     flink_rest_port: int = 8081
     flink_rpc_port: int = 6123
     dagster_port: int = 3000
@@ -146,6 +147,10 @@ class StackSettings:
     @property
     def marquez_url(self) -> str:
         return f"http://{self.host}:{self.marquez_port}"
+
+    @property
+    def marquez_web_url(self) -> str:
+        return f"http://{self.host}:{self.marquez_web_port}"
 
     @property
     def flink_rest_url(self) -> str:

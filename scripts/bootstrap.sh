@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs everything lineage-lab needs on a fresh Debian machine, idempotently:
-#   system packages (Java 17 JDK, Maven, PostgreSQL), the Dagster venv (.venv), the PyFlink venv (.venv-flink)
+#   system packages (Java 17 JDK, Maven, PostgreSQL, Node.js), the Dagster venv (.venv), the PyFlink venv (.venv-flink)
 #   and the JVM artifacts of infra/artifacts.toml (resolved by Maven into ~/.cache/lineage-lab/jars).
 # Re-running it only does what changed. Both README commands call it first.
 set -euo pipefail
@@ -15,6 +15,7 @@ missing=()
 command -v javac >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)  # javac: the catalog launcher
 command -v mvn >/dev/null 2>&1 || missing+=(maven)
 ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing+=(postgresql)
+command -v node >/dev/null 2>&1 || missing+=(nodejs)  # Marquez's web UI server
 if ((${#missing[@]})); then
   if [[ $(id -u) -ne 0 ]]; then
     die "missing system packages: ${missing[*]}. Install them (sudo apt-get install -y ${missing[*]}) and rerun."

@@ -11,14 +11,17 @@ from infra.services.iceberg_catalog import IcebergCatalog
 from infra.services.kafka import Kafka
 from infra.services.kafka_connect import KafkaConnect
 from infra.services.lineage_drainer import LineageDrainer
+from infra.services.marquez import Marquez, MarquezWeb
 from infra.services.object_store import ObjectStore
 from infra.services.postgres import Postgres
 from infra.services.schema_registry import SchemaRegistry
 from infra.settings import StackSettings
 
-# Start order: storage first, then Kafka and what talks to it, then the engines, then Dagster on top.
+# Start order: storage first, the lineage store, then Kafka and what talks to it, then the engines, then Dagster.
 SERVICE_TYPES: tuple[type[Service], ...] = (
     Postgres,
+    Marquez,
+    MarquezWeb,
     ObjectStore,
     Kafka,
     SchemaRegistry,
