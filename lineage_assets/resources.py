@@ -13,7 +13,8 @@ from infra.services.iceberg_catalog import CATALOG_NAME, pyiceberg_properties_fo
 from infra.services.object_store import s3_client_for
 from infra.settings import StackSettings
 from lineage_assets.connect.client import ConnectClient
-from lineage_assets.lineage.outbox import LineageEmitter
+from lineage_assets.lineage.marquez import MarquezClient
+from lineage_assets.lineage.outbox import LineageEmitter, Outbox
 
 
 class KafkaResource(dg.ConfigurableResource):
@@ -78,13 +79,20 @@ class IcebergResource(dg.ConfigurableResource):
 
 
 class LineageResource(dg.ConfigurableResource):
-    """Where lineage goes: the durable outbox (drained by the lineage-drainer service) and the backend URL."""
+    """Where lineage goes: the durable outbox (drained by the lineage-drainer service) and Marquez, where the
+    checks read it back."""
 
     outbox_path: str
     backend_url: str
 
     def emitter(self) -> LineageEmitter:
         return LineageEmitter(Path(self.outbox_path), self.backend_url)
+
+    def outbox(self) -> Outbox:
+        return Outbox(Path(self.outbox_path))
+
+    def marquez(self) -> MarquezClient:
+        return MarquezClient(self.backend_url)
 
 
 def _env_or(name: str, default: str) -> str | dg.EnvVar:
@@ -126,10 +134,15 @@ def build_resources(settings: StackSettings) -> dict[str, dg.ConfigurableResourc
 
 def build_spark_resource(settings: StackSettings):
     from infra.spark import spark_conf
+    from lineage_assets.lineage.identity import SPARK_SUPPLIER_STATS_JOB, Pipeline
     from lineage_assets.spark.resource import LineageSparkResource
 
+    job = Pipeline.from_settings(settings).job(SPARK_SUPPLIER_STATS_JOB)
+    assert job.parent is not None
     return LineageSparkResource(
-        spark_config=spark_conf(settings, "supplier_stats", openlineage=None),
+        spark_config=spark_conf(settings, job.simple_name, openlineage=None),
+        app_name=job.simple_name,
+        parent_job_name=job.parent,
         environment=settings.aws_sdk_env(),
         openlineage_namespace=settings.openlineage_namespace,
         events_dir=str(settings.data_dir / "openlineage" / "spark"),

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import dagster as dg
 
-from infra.settings import REPO_ROOT, StackSettings
+from infra.settings import REPO_ROOT
 from lineage_assets.flink.client import FlinkClient
-from lineage_assets.lineage.events import ParentRun
+from lineage_assets.lineage.events import DagsterRun
 
 JOBS_DIR = REPO_ROOT / "flink_jobs"
 #: modules the job scripts import, shipped to the cluster's Python workers with every submission
@@ -73,9 +73,10 @@ def submit(client: FlinkClient, spec: FlinkJobSpec, args: list[str], version: st
     )
 
 
-def dagster_parent(context: dg.AssetExecutionContext, settings: StackSettings) -> ParentRun:
-    """The Dagster run that deploys a job: the parent of the job's OpenLineage run."""
-    return ParentRun(context.run.run_id, settings.openlineage_namespace, f"dagster.{context.job_name}")
+def deployed_by(context: dg.AssetExecutionContext) -> DagsterRun:
+    """The Dagster run that deploys a job, for the dagster_run facet of the job's OpenLineage run (no parent
+    facet: the streaming job outlives the run, and Marquez would rename the job after the parent)."""
+    return DagsterRun(context.run.run_id, context.job_name, context.asset_key.to_user_string())
 
 
 def unchanged_result(unchanged: Unchanged) -> dg.MaterializeResult:

@@ -12,7 +12,7 @@ from lineage_assets.flink.deploy import (
     JOBS_DIR,
     FlinkJobSpec,
     check_running,
-    dagster_parent,
+    deployed_by,
     deployment_text,
     submit,
     unchanged_result,
@@ -68,8 +68,10 @@ def build_iceberg_ingestion_asset(pipeline: Pipeline, settings: StackSettings) -
         builder = EventBuilder(pipeline)
         started = dt.datetime.now(dt.UTC)
         run_id = run_id_for(JOB, started, context.run.run_id)
-        parent = dagster_parent(context, settings)
-        emitter.emit(builder.event(JOB, RunState.START, run_id, event_time=started, parent=parent, engine=ENGINE))
+        dagster_run = deployed_by(context)
+        emitter.emit(
+            builder.event(JOB, RunState.START, run_id, event_time=started, dagster_run=dagster_run, engine=ENGINE)
+        )
         args = [
             *("--bootstrap", kafka.bootstrap_servers, "--registry", kafka.schema_registry_url),
             *("--catalog-uri", iceberg.uri, "--s3-endpoint", iceberg.s3_endpoint, "--region", iceberg.region),
@@ -80,9 +82,9 @@ def build_iceberg_ingestion_asset(pipeline: Pipeline, settings: StackSettings) -
         try:
             jid = submit(client, SPEC, args, version, savepoint)
         except FlinkError as exc:
-            emitter.emit(builder.event(JOB, RunState.FAIL, run_id, parent=parent, engine=ENGINE, error=exc))
+            emitter.emit(builder.event(JOB, RunState.FAIL, run_id, dagster_run=dagster_run, engine=ENGINE, error=exc))
             raise dg.Failure(f"deploying the Flink job {JOB} failed: {exc}") from exc
-        emitter.emit(builder.event(JOB, RunState.RUNNING, run_id, parent=parent, engine=ENGINE))
+        emitter.emit(builder.event(JOB, RunState.RUNNING, run_id, dagster_run=dagster_run, engine=ENGINE))
         snapshot = table.current_snapshot()
         return dg.MaterializeResult(
             metadata={

@@ -18,12 +18,12 @@ from lineage_assets.flink.deploy import (
     JOBS_DIR,
     FlinkJobSpec,
     check_running,
-    dagster_parent,
+    deployed_by,
     deployment_text,
     submit,
     unchanged_result,
 )
-from lineage_assets.flink.listener import ListenerLog
+from lineage_assets.flink.listener import ListenerLog, with_declared_datasets
 from lineage_assets.flink.runs import ENGINE
 from lineage_assets.kafka.topics import TopicSpec, end_offsets, ensure_topic
 from lineage_assets.lineage.events import EventBuilder, RunState, run_id_for
@@ -81,7 +81,7 @@ def build_supplier_stats_stream_asset(pipeline: Pipeline, settings: StackSetting
 
         emitter = lineage.emitter()
         builder = EventBuilder(pipeline)
-        parent = dagster_parent(context, settings)
+        dagster_run = deployed_by(context)
         listener = ListenerLog(openlineage_events_file(settings))
         mark = listener.mark()
         args = [
@@ -94,7 +94,7 @@ def build_supplier_stats_stream_asset(pipeline: Pipeline, settings: StackSetting
             jid = submit(client, SPEC, args, version, savepoint)
         except FlinkError as exc:
             run_id = run_id_for(JOB, dt.datetime.now(dt.UTC), context.run.run_id)
-            emitter.emit(builder.event(JOB, RunState.FAIL, run_id, parent=parent, engine=ENGINE, error=exc))
+            emitter.emit(builder.event(JOB, RunState.FAIL, run_id, dagster_run=dagster_run, engine=ENGINE, error=exc))
             raise dg.Failure(f"deploying the Flink job {JOB} failed: {exc}") from exc
 
         from_listener = listener.events_for(jid, since=mark, wait_seconds=10)
@@ -102,7 +102,7 @@ def build_supplier_stats_stream_asset(pipeline: Pipeline, settings: StackSetting
         if starts:
             run_id = starts[0]["run"]["runId"]
             for event in from_listener:
-                emitter.emit(event)
+                emitter.emit(with_declared_datasets(event, builder, JOB))
             started_by = "OpenLineage Flink listener"
         else:
             context.log.warning(
@@ -110,9 +110,9 @@ def build_supplier_stats_stream_asset(pipeline: Pipeline, settings: StackSetting
                 "Dagster sends it instead"
             )
             run_id = run_id_for(JOB, dt.datetime.now(dt.UTC), jid)
-            emitter.emit(builder.event(JOB, RunState.START, run_id, parent=parent, engine=ENGINE))
+            emitter.emit(builder.event(JOB, RunState.START, run_id, dagster_run=dagster_run, engine=ENGINE))
             started_by = "Dagster (no listener event)"
-        emitter.emit(builder.event(JOB, RunState.RUNNING, run_id, parent=parent, engine=ENGINE))
+        emitter.emit(builder.event(JOB, RunState.RUNNING, run_id, dagster_run=dagster_run, engine=ENGINE))
         return dg.MaterializeResult(
             metadata={
                 "flink_job_id": jid,

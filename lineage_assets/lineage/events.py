@@ -11,6 +11,7 @@ import datetime as dt
 import traceback
 from dataclasses import dataclass
 
+import attr
 from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
 from openlineage.client.facet_v2 import (
     column_lineage_dataset,
@@ -23,6 +24,7 @@ from openlineage.client.facet_v2 import (
     schema_dataset,
     symlinks_dataset,
 )
+from openlineage.client.generated.base import RunFacet
 from openlineage.client.serde import Serde
 from openlineage.client.uuid import generate_static_uuid
 
@@ -40,6 +42,30 @@ class ParentRun:
     run_id: str
     job_namespace: str
     job_name: str
+
+
+@dataclass(frozen=True)
+class DagsterRun:
+    """A Dagster run, e.g. the one that deployed a streaming job. Not a parent there: the job outlives the run, and
+    a parent facet would make Marquez file the job under the parent's name (see identity.Job)."""
+
+    run_id: str
+    job_name: str
+    asset_key: str
+
+
+@attr.define
+class DagsterRunFacet(RunFacet):
+    """Custom run facet ``dagster_run``: the Dagster run behind this run (the one that deployed a streaming job,
+    or, on the ``dagster`` job, the Dagster run itself with its Dagster job and asset)."""
+
+    runId: str  # OpenLineage facets spell fields in camelCase
+    jobName: str
+    assetKey: str
+
+    @staticmethod
+    def _get_schema() -> str:
+        return PRODUCER + "/blob/main/docs/facets/DagsterRunFacet.json"
 
 
 @dataclass(frozen=True)
@@ -147,6 +173,7 @@ class EventBuilder:
         *,
         event_time: dt.datetime | None = None,
         parent: ParentRun | None = None,
+        dagster_run: DagsterRun | None = None,
         engine: Engine | None = None,
         error: BaseException | tuple[str, str] | None = None,
         nominal_start: dt.datetime | None = None,
@@ -163,6 +190,10 @@ class EventBuilder:
             run_facets["parent"] = parent_run.ParentRunFacet(
                 run=parent_run.Run(runId=parent.run_id),
                 job=parent_run.Job(namespace=parent.job_namespace, name=parent.job_name),
+            )
+        if dagster_run:
+            run_facets["dagster_run"] = DagsterRunFacet(
+                runId=dagster_run.run_id, jobName=dagster_run.job_name, assetKey=dagster_run.asset_key
             )
         if engine:
             run_facets["processing_engine"] = processing_engine_run.ProcessingEngineRunFacet(

@@ -78,21 +78,47 @@ class ColumnSource:
 
 @dataclass(frozen=True)
 class Job:
+    """One OpenLineage job, named exactly as Marquez shows it.
+
+    ``parent`` names the job whose runs parent this job's runs (the Dagster job for work a Dagster run launches).
+    Marquez files a job whose events carry a parent facet under ``<parent>.<name>`` unless the name already starts
+    with ``<parent>.``, so a job with a parent must be named that way: then every event keeps one Marquez job.
+    """
+
     name: str
     namespace: str
     processing_type: Literal["STREAMING", "BATCH"]
-    integration: str  # KAFKA_CONNECT, FLINK, SPARK
+    integration: str  # KAFKA_CONNECT, FLINK, SPARK, DAGSTER
     job_type: str  # JOB, TASK, QUERY ...
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     #: output dataset key -> output column -> its sources
     column_lineage: dict[str, dict[str, tuple[ColumnSource, ...]]] = field(default_factory=dict)
     description: str = ""
+    parent: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.parent and not self.name.startswith(self.parent + "."):
+            raise naming.NamingError(
+                f"job {self.name!r} has parent {self.parent!r}: Marquez would file it as "
+                f"{self.parent}.{self.name}; name it {self.parent}.<name>"
+            )
 
     @property
     def node_id(self) -> str:
         return f"job:{self.namespace}:{self.name}"
 
+    @property
+    def simple_name(self) -> str:
+        """The name without its parent's prefix: what the engine itself calls the job (a Spark app name)."""
+        return self.name.removeprefix(f"{self.parent}.") if self.parent else self.name
+
+
+#: the Marquez job of Dagster runs: a run of it is one Dagster run (same run id), parent of the batch work it launches.
+#: One stable name, whatever Dagster job (an asset job, a backfill, the UI's ad-hoc one) the run belongs to.
+DAGSTER_JOB = "dagster"
+#: the Spark application that computes Iceberg supplier_stats, a child of the Dagster run that materializes it
+SPARK_SUPPLIER_STATS_JOB = f"{DAGSTER_JOB}.supplier_stats"
 
 #: the dead-letter topic of each job that has one: records it could not process, with the reason
 DEAD_LETTER_TOPICS = {
@@ -208,7 +234,7 @@ class Pipeline:
                     Column("total_price", "decimal(10,2)"),
                     Column("total_count", "bigint"),
                 ),
-                producer="supplier_stats",
+                producer=SPARK_SUPPLIER_STATS_JOB,
                 description="Per supplier and hour: total price and count, partitioned by bid_date, bid_hour",
                 symlinks=(Symlink(catalog, "default.supplier_stats"),),
             ),
@@ -305,7 +331,18 @@ class Pipeline:
                 "Flink Table API: Kafka orders (Avro) into Iceberg default.orders",
             ),
             Job(
-                "supplier_stats",
+                DAGSTER_JOB,
+                ns,
+                "BATCH",
+                "DAGSTER",
+                "JOB",
+                (),
+                (),
+                description="Dagster runs (run id = Dagster run id) that launch batch jobs; streaming jobs outlive the "
+                "run that deployed them and carry it in their dagster_run facet instead",
+            ),
+            Job(
+                SPARK_SUPPLIER_STATS_JOB,
                 ns,
                 "BATCH",
                 "SPARK",
@@ -322,6 +359,7 @@ class Pipeline:
                     }
                 },
                 "PySpark: hourly totals per supplier for one day",
+                parent=DAGSTER_JOB,
             ),
         ]
         return cls({d.key: d for d in datasets}, {j.name: j for j in jobs})

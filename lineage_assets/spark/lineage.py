@@ -1,12 +1,18 @@
 """Deliver the Spark listener's events through the lineage outbox, correcting what the listener gets wrong.
 
-The OpenLineage Spark listener reports COMPLETE for an application whose job failed (OpenLineage issue 4350). When
-the Dagster step failed, the application's COMPLETE, and the COMPLETE of the action that was running last, become
-FAIL (same run id, so Marquez sees one run end in FAIL) with the error attached.
+- Names: Marquez files a job whose run has a parent under ``<parent job>.<job>`` (and then cannot find the parent
+  of the application's action jobs, which name the application by its own name: a second, split job). The listener
+  cannot spell a '.' in a job name (it normalises the application name), so the application's jobs are qualified
+  under the Dagster job here: ``supplier_stats`` becomes ``dagster.supplier_stats``, its actions
+  ``dagster.supplier_stats.<action>``, and the parent facets follow. Marquez then keeps every name as sent.
+- Failures: the listener reports COMPLETE for an application whose job failed (OpenLineage issue 4350). When the
+  Dagster step failed, the application's COMPLETE, and the COMPLETE of the action that was running last, become
+  FAIL (same run id, so Marquez sees one run end in FAIL) with the error attached.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import traceback
 from pathlib import Path
@@ -18,6 +24,24 @@ def read_events(path: Path) -> list[dict]:
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def qualify_under_parent(events: list[dict], parent_job: str) -> list[dict]:
+    """Every job of the application named ``<parent_job>.<name>``, and parent facets naming them likewise."""
+    prefix = parent_job + "."
+
+    def qualified(name: str) -> str:
+        return name if name == parent_job or name.startswith(prefix) else prefix + name
+
+    out = []
+    for event in events:
+        event = copy.deepcopy(event)
+        event["job"]["name"] = qualified(event["job"]["name"])
+        parent = ((event.get("run") or {}).get("facets") or {}).get("parent")
+        if parent and parent.get("job"):
+            parent["job"]["name"] = qualified(parent["job"]["name"])
+        out.append(event)
+    return out
 
 
 def correct_failed_run(events: list[dict], app_job: str, error: BaseException) -> list[dict]:
@@ -43,9 +67,12 @@ def correct_failed_run(events: list[dict], app_job: str, error: BaseException) -
     return corrected
 
 
-def forward_events(path: Path, emitter: LineageEmitter, app_job: str, error: BaseException | None = None) -> list[dict]:
-    """Queue the listener's events (corrected when ``error`` is given); returns what was queued."""
-    events = read_events(path)
+def forward_events(
+    path: Path, emitter: LineageEmitter, app_job: str, parent_job: str, error: BaseException | None = None
+) -> list[dict]:
+    """Queue the listener's events, named under ``parent_job`` (and corrected when ``error`` is given); returns
+    what was queued. ``app_job`` is the application's job as the identity module names it."""
+    events = qualify_under_parent(read_events(path), parent_job)
     if error is not None:
         events = correct_failed_run(events, app_job, error)
     for event in events:

@@ -23,17 +23,18 @@ class LineageSparkResource(PySparkResource):
     environment: dict[str, str]
     openlineage_namespace: str
     events_dir: str
-    app_name: str = "supplier_stats"
+    #: the application's name (its job's simple name) and the job of its parent run, from the identity module
+    app_name: str
+    parent_job_name: str
     _events_path: Path | None = PrivateAttr(default=None)
     _parent: tuple[str, str] | None = PrivateAttr(default=None)
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         run = context.dagster_run
         run_id = run.run_id if run else str(uuid.uuid4())
-        job = run.job_name if run else "adhoc"
         self._events_path = Path(self.events_dir) / f"{run_id}.ndjson"
         self._events_path.parent.mkdir(parents=True, exist_ok=True)
-        self._parent = (run_id, job)
+        self._parent = (run_id, self.parent_job_name)
         os.environ.update(self.environment)
         from pyspark.sql import SparkSession
 
@@ -49,7 +50,8 @@ class LineageSparkResource(PySparkResource):
             "spark.openlineage.transport.location": str(self._events_path),
             "spark.openlineage.transport.append": "true",
             "spark.openlineage.parentJobNamespace": self.openlineage_namespace,
-            "spark.openlineage.parentJobName": f"dagster.{job}",
+            # one stable parent job whatever Dagster job ran it (spark/lineage.py names the app's jobs under it)
+            "spark.openlineage.parentJobName": self.parent_job_name,
             "spark.openlineage.parentRunId": run_id,
         }
         self._spark_session = spark_session_from_config(conf)

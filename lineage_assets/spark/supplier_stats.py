@@ -4,6 +4,7 @@ written to Iceberg default.supplier_stats. Daily partitions: materializing a day
 import dagster as dg
 
 from infra.services.iceberg_catalog import CATALOG_NAME
+from lineage_assets.lineage.dagster_runs import dagster_parent_run
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.metadata import asset_key, column_lineage, identity_metadata, table_schema
 from lineage_assets.resources import IcebergResource, LineageResource
@@ -79,33 +80,36 @@ def build_supplier_stats_asset(pipeline: Pipeline) -> dg.AssetsDefinition:
         source_table = f"{CATALOG_NAME}.{config.source_table or source.symlinks[0].name}"
         target_table = f"{CATALOG_NAME}.{config.target_table or target.symlinks[0].name}"
         session = spark.spark_session
-        error: BaseException | None = None
-        try:
-            if not session.catalog.tableExists(source_table):
+        emitter = lineage.emitter()
+        # the Dagster run is the Spark application's OpenLineage parent: opened here, closed however this ends
+        with dagster_parent_run(context, pipeline, emitter):
+            error: BaseException | None = None
+            try:
+                if not session.catalog.tableExists(source_table):
+                    raise dg.Failure(
+                        f"Iceberg table {source_table.removeprefix(CATALOG_NAME + '.')} does not exist: materialize "
+                        f"{asset_key(source).to_user_string()} (the {source.producer} Flink job) first",
+                        allow_retries=False,
+                    )
+                session.sql(CREATE_TARGET.format(table=target_table))
+                orders = day_orders(session, source_table, day)
+                rejected = orders.where(F.col("price").isNull() | (F.col("price") < 0)).count()
+                stats = aggregate(orders)
+                stats.writeTo(target_table).overwrite(F.col("bid_date") == F.lit(day).cast("date"))
+                app_id = session.sparkContext.applicationId
+            except dg.Failure as exc:
+                error = exc
+                raise
+            except Exception as exc:
+                error = exc
                 raise dg.Failure(
-                    f"Iceberg table {source_table.removeprefix(CATALOG_NAME + '.')} does not exist: materialize "
-                    f"{asset_key(source).to_user_string()} (the {source.producer} Flink job) first",
-                    allow_retries=False,
-                )
-            session.sql(CREATE_TARGET.format(table=target_table))
-            orders = day_orders(session, source_table, day)
-            rejected = orders.where(F.col("price").isNull() | (F.col("price") < 0)).count()
-            stats = aggregate(orders)
-            stats.writeTo(target_table).overwrite(F.col("bid_date") == F.lit(day).cast("date"))
-            app_id = session.sparkContext.applicationId
-        except dg.Failure as exc:
-            error = exc
-            raise
-        except Exception as exc:
-            error = exc
-            raise dg.Failure(
-                f"Spark job {target.producer} failed for {day}: {type(exc).__name__}: {str(exc).splitlines()[0]} "
-                "(its OpenLineage run is reported as FAIL)"
-            ) from exc
-        finally:
-            session.stop()  # ends the application: the listener writes the application's terminal event
-            queued = forward_events(spark.events_path, lineage.emitter(), target.producer, error)
-            context.log.info(f"queued {len(queued)} OpenLineage events of the Spark listener")
+                    f"Spark job {target.producer} failed for {day}: {type(exc).__name__}: {str(exc).splitlines()[0]} "
+                    "(its OpenLineage run is reported as FAIL)"
+                ) from exc
+            finally:
+                session.stop()  # ends the application: the listener writes the application's terminal event
+                queued = forward_events(spark.events_path, emitter, target.producer, spark.parent_job_name, error)
+                context.log.info(f"queued {len(queued)} OpenLineage events of the Spark listener")
         # table facts read with pyiceberg, not Spark: a Spark read would be one more input in the lineage
         table = iceberg.catalog().load_table(target_table.removeprefix(CATALOG_NAME + "."))
         rows = table.scan(row_filter=f"bid_date = '{day}'", selected_fields=("supplier",)).to_arrow().num_rows
@@ -121,7 +125,7 @@ def build_supplier_stats_asset(pipeline: Pipeline) -> dg.AssetsDefinition:
                 "iceberg/snapshot_id": str(snapshot),
                 "dagster/uri": location,
                 "spark/application_id": app_id,
-                "marquez/job": f"{target.producer} (parent run dagster.{spark.parent[1]} {spark.parent[0]})",
+                "marquez/job": f"{target.producer} (parent: run {spark.parent[0]} of job {spark.parent[1]})",
                 "openlineage/events_queued": len(queued),
             }
         )

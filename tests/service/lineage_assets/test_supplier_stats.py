@@ -18,6 +18,7 @@ from pyiceberg.expressions import And, GreaterThanOrEqual, LessThan
 
 from infra.services.iceberg_catalog import load_catalog
 from lineage_assets.flink.tables import ensure_orders_table
+from lineage_assets.lineage.identity import SPARK_SUPPLIER_STATS_JOB as SPARK_JOB
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.resources import LineageResource, build_resources
 from lineage_assets.spark.supplier_stats import build_supplier_stats_asset
@@ -189,7 +190,7 @@ def test_a_failing_spark_job_fails_the_materialization_and_its_lineage_run(setti
         events = [
             json.loads(p) for (p,) in db.execute("SELECT payload FROM events WHERE seq > ? ORDER BY seq", (before,))
         ]
-    app = [e for e in events if e["job"]["name"] == "supplier_stats"]
+    app = [e for e in events if e["job"]["name"] == SPARK_JOB]
     assert app and app[-1]["eventType"] == "FAIL", [(e["job"]["name"], e["eventType"]) for e in events]
     assert "AnalysisException" in app[-1]["run"]["facets"]["errorMessage"]["message"]
     assert not [e for e in app if e["eventType"] == "COMPLETE"], "no COMPLETE for the failed application"

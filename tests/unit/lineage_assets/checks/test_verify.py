@@ -3,6 +3,7 @@
 from lineage_assets.checks.graph import LineageGraph
 from lineage_assets.checks.verify import expected_column_edges, render_html, verify
 from lineage_assets.lineage.events import RunState
+from lineage_assets.lineage.identity import SPARK_SUPPLIER_STATS_JOB as SPARK_JOB
 from tests.unit.lineage_assets.checks.test_compare import PIPELINE, emitted, whole_pipeline
 
 
@@ -47,14 +48,14 @@ def test_the_picture_draws_every_job_and_dataset():
 def test_a_spark_applications_child_jobs_carry_its_datasets_and_spark_type_names_match():
     """The Spark listener reports the application job without datasets and an action job under it with them."""
     events = [emitted(job, RunState.RUNNING, str(i)) for i, job in enumerate(PIPELINE.jobs, start=1)]
-    app = next(e for e in events if e["job"]["name"] == "supplier_stats")
-    child = {**app, "job": {**app["job"], "name": "supplier_stats.overwrite_by_expression.lakehouse_default"}}
+    app = next(e for e in events if e["job"]["name"] == SPARK_JOB)
+    child = {**app, "job": {**app["job"], "name": f"{SPARK_JOB}.overwrite_by_expression.lakehouse_default"}}
     child["run"] = {
         "runId": "0195c1c0-0000-7000-8000-0000000000aa",
         "facets": {
             "parent": {
                 "run": {"runId": app["run"]["runId"]},
-                "job": {"namespace": app["job"]["namespace"], "name": "supplier_stats"},
+                "job": {"namespace": app["job"]["namespace"], "name": SPARK_JOB},
             }
         },
     }

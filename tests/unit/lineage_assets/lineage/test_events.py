@@ -80,7 +80,7 @@ def test_run_facets(builder):
         err = exc
     ev = as_dict(
         builder.event(
-            "supplier_stats",
+            "dagster.supplier_stats",
             RunState.FAIL,
             "0195c1c0-0000-7000-8000-000000000002",
             parent=ParentRun("0195c1c0-0000-7000-8000-0000000000aa", "dagster", "supplier_stats_job"),
@@ -122,3 +122,24 @@ def test_terminal_states():
 def test_naive_times_are_refused(builder):
     with pytest.raises(ValueError, match="timezone-aware"):
         builder.event("supplier-stats", RunState.START, "x", event_time=dt.datetime(2025, 1, 1))
+
+
+def test_the_deploying_dagster_run_is_a_custom_facet_not_a_parent(builder):
+    from lineage_assets.lineage.events import DagsterRun
+
+    ev = as_dict(
+        builder.event(
+            "iceberg-ingestion",
+            RunState.START,
+            "0195c1c0-0000-7000-8000-000000000004",
+            dagster_run=DagsterRun("d1b2", "__ASSET_JOB", "iceberg/default/orders"),
+        )
+    )
+    facets = ev["run"]["facets"]
+    assert "parent" not in facets
+    assert {k: facets["dagster_run"][k] for k in ("runId", "jobName", "assetKey")} == {
+        "runId": "d1b2",
+        "jobName": "__ASSET_JOB",
+        "assetKey": "iceberg/default/orders",
+    }
+    assert facets["dagster_run"]["_schemaURL"].endswith("DagsterRunFacet.json")

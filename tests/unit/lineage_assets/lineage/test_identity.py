@@ -19,7 +19,7 @@ def test_the_reference_data_flow(pipeline):
         ("kafka_orders", "orders-s3-sink", "archive_orders"),
         ("kafka_orders", "supplier-stats", "kafka_supplier_stats"),
         ("kafka_orders", "iceberg-ingestion", "iceberg_orders"),
-        ("iceberg_orders", "supplier_stats", "iceberg_supplier_stats"),
+        ("iceberg_orders", "dagster.supplier_stats", "iceberg_supplier_stats"),
         # where each streaming job puts what it cannot process
         ("kafka_orders", "orders-s3-sink", "dlq_orders_s3_sink"),
         ("kafka_orders", "supplier-stats", "dlq_supplier_stats"),
@@ -77,3 +77,17 @@ def test_upstream_edges_and_asset_keys(pipeline):
     assert pipeline.upstream("iceberg_supplier_stats") == ("iceberg_orders",)
     assert pipeline.upstream("source_orders") == ()
     assert pipeline.by_asset_key(["iceberg", "default", "orders"]).key == "iceberg_orders"
+
+
+def test_a_job_with_a_parent_is_named_under_it_so_marquez_keeps_its_name(pipeline):
+    """Marquez files a job whose events carry a parent facet as <parent>.<name> unless the name starts so."""
+    from lineage_assets.lineage.identity import DAGSTER_JOB, Job
+    from lineage_assets.lineage.naming import NamingError
+
+    spark = pipeline.job(pipeline.dataset("iceberg_supplier_stats").producer)
+    assert spark.parent == DAGSTER_JOB and spark.name.startswith(DAGSTER_JOB + ".")
+    assert pipeline.job(DAGSTER_JOB).inputs == () and pipeline.job(DAGSTER_JOB).outputs == ()
+    streaming = [j for j in pipeline.jobs.values() if j.processing_type == "STREAMING"]
+    assert streaming and all(j.parent is None for j in streaming), "streaming jobs outlive their Dagster run"
+    with pytest.raises(NamingError, match=r"dagster\.spark_app"):
+        Job("spark_app", "ns", "BATCH", "SPARK", "JOB", (), (), parent="dagster")
