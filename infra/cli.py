@@ -68,11 +68,13 @@ def _lineage(args: argparse.Namespace, settings: StackSettings) -> int:
 
     if args.action == "drain":
         print(f"draining {settings.lineage_outbox} to {settings.marquez_url} (Ctrl-C stops)", flush=True)
-        LineageEmitter(settings.lineage_outbox, settings.marquez_url).run_forever()
+        LineageEmitter(
+            settings.lineage_outbox, settings.marquez_url, workers=settings.lineage_drain_workers
+        ).run_forever()
         return 0
     outbox = Outbox(settings.lineage_outbox)
     if args.flush:
-        done = Drainer(outbox, settings.marquez_url).flush(timeout=args.timeout)
+        done = Drainer(outbox, settings.marquez_url, workers=settings.lineage_drain_workers).flush(timeout=args.timeout)
         if not done:
             print(
                 f"events remain queued after {args.timeout:.0f}s: is the lineage backend at {settings.marquez_url} up?"
@@ -83,6 +85,7 @@ def _lineage(args: argparse.Namespace, settings: StackSettings) -> int:
         f"  queued {c.queued}  sent {c.sent}  rejected {c.rejected}  superseded {c.superseded}  "
         f"duplicates dropped {c.duplicates_dropped}"
     )
+    print(f"  backlog {c.queued} event(s), the oldest waiting {c.backlog_age:.1f} s (target {settings.marquez_url})")
     for job, attempts, error in outbox.pending_errors()[:10]:
         print(f"  retrying {job} (attempt {attempts}): {error}")
     for dead in outbox.dead_letters():
@@ -94,8 +97,13 @@ def _verify(args: argparse.Namespace, settings: StackSettings) -> int:
     from pathlib import Path
 
     from lineage_assets.checks.verify import verify_and_render
+    from lineage_assets.lineage.marquez import MarquezError
 
-    report, picture = verify_and_render(settings, Path(args.html) if args.html else None)
+    try:
+        report, picture = verify_and_render(settings, Path(args.html) if args.html else None)
+    except MarquezError as exc:
+        print(f"cannot verify: {exc}", file=sys.stderr)
+        return 2
     print(report.text())
     print(f"\npicture of the lineage graph: {picture}")
     return 0 if report.ok else 1

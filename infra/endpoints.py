@@ -9,8 +9,15 @@ from infra.settings import StackSettings
 
 
 def endpoints(s: StackSettings) -> dict[str, str]:
+    from lineage_assets.lineage.identity import Pipeline
+    from lineage_assets.lineage.marquez import lineage_page
+
+    orders = Pipeline.from_settings(s).dataset("kafka_orders")
     return {
         "DAGSTER_URL": f"http://{s.host}:{s.dagster_port}",
+        "MARQUEZ_UI_URL": s.marquez_web_url,
+        "MARQUEZ_API_URL": s.marquez_url,
+        "ORDERS_LINEAGE_URL": lineage_page(s.marquez_web_url, orders.namespace, orders.name),
         "KAFKA_BOOTSTRAP": s.kafka_bootstrap,
         "SCHEMA_REGISTRY_URL": s.schema_registry_url,
         "CONNECT_URL": s.connect_url,

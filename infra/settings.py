@@ -60,6 +60,8 @@ class StackSettings:
 
     # OpenLineage namespace of every job of the pipeline
     openlineage_namespace: str = "lineage-lab"
+    # runs the lineage drainer delivers to Marquez at once (each run's events stay in order)
+    lineage_drain_workers: int = 4
 
     # JVM heap caps (MiB) sized so that the whole stack plus Dagster fits a 2-core, 24 GiB machine.
     kafka_heap_mb: int = 512

@@ -19,6 +19,7 @@ import dagster as dg
 from infra.services.dagster import DagsterDev
 from infra.settings import REPO_ROOT, StackSettings
 from lineage_assets.checks.verify import verify_and_render
+from lineage_assets.lineage.marquez import MarquezError, lineage_page
 from lineage_assets.lineage.outbox import Outbox
 from lineage_assets.metadata import asset_key
 
@@ -95,7 +96,18 @@ def run_pipeline(settings: StackSettings, orders: int = 200, log: Callable[[str]
         "the connector sensor sent no lineage in 2 min; is the Dagster daemon running (`dagster dev`)?",
     )
 
-    log("- run every asset check")
+    log(f"- wait until Marquez ({settings.marquez_url}) holds every lineage event (the outbox drained)")
+    _wait(
+        lambda: outbox.counts().queued == 0,
+        180,
+        "lineage events are still queued after 3 min: is Marquez up (`lineage-lab stack status`) and the "
+        "lineage-drainer running? `lineage-lab lineage outbox` shows what waits and why",
+    )
+    rejected = outbox.dead_letters()
+    if rejected:
+        log(f"  {len(rejected)} event(s) were rejected by Marquez; `lineage-lab lineage outbox` lists the reasons")
+
+    log("- run every asset check (against what Marquez holds)")
     checks = dg.materialize(
         everything,
         selection=dg.AssetSelection.all_asset_checks(),
@@ -110,17 +122,22 @@ def run_pipeline(settings: StackSettings, orders: int = 200, log: Callable[[str]
     for e in failed:
         log(f"  FAILED {e.asset_key.to_user_string()} {e.check_name}: {e.description}")
 
-    report, picture = verify_and_render(settings)
+    try:
+        report, picture = verify_and_render(settings)
+    except MarquezError as exc:
+        raise PipelineError(f"the drift report cannot read Marquez: {exc}") from exc
     drift = "none" if report.ok else f"{len(report.drift)} difference(s)"
+    orders = pipeline.dataset("kafka_orders")
     log("- drift report (lineage-lab verify)")
     log("\n".join(f"  {line}" for line in report.text().splitlines()))
     log(
         f"""
 Where to look:
   Dagster UI          http://{settings.host}:{settings.dagster_port} (runs of this job are tagged lineage-lab/step)
+  Marquez UI          {lineage_page(settings.marquez_web_url, orders.namespace, orders.name)}
   lineage picture     {picture}
-  lineage events      {settings.lineage_outbox} (`lineage-lab lineage outbox`; delivered to {settings.marquez_url}
-                      as soon as a Marquez API server answers there)
+  lineage events      Marquez API {settings.marquez_url}; delivery queue {settings.lineage_outbox}
+                      (`lineage-lab lineage outbox`)
   graph               {len(pipeline.jobs)} jobs, {len(pipeline.datasets)} datasets; drift: {drift}
 """
     )

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The main command: install what is missing, bring the embedded stack up (PostgreSQL, object store, Kafka,
+# The main command: install what is missing, bring the embedded stack up (PostgreSQL, Marquez, object store, Kafka,
 # schema registry, Iceberg catalog, Kafka Connect, Flink, Dagster), run the whole pipeline once (deploy the
 # streaming assets, sensors on, generate orders, Iceberg, today's supplier_stats, asset checks, drift report and
 # picture) and print where to look. Services keep running until `.venv/bin/lineage-lab stack down`.
@@ -18,6 +18,7 @@ cat <<TXT
 
 lineage-lab is up.
   Dagster UI        $DAGSTER_URL
+  Marquez UI        $MARQUEZ_UI_URL   (API $MARQUEZ_API_URL)
   Kafka             $KAFKA_BOOTSTRAP
   Schema registry   $SCHEMA_REGISTRY_URL
   Kafka Connect     $CONNECT_URL
@@ -26,5 +27,8 @@ lineage-lab is up.
   Object store      $S3_ENDPOINT
   Logs              $LOGS_DIR  (.venv/bin/lineage-lab stack logs SERVICE -f)
 Stop everything with: .venv/bin/lineage-lab stack down
+
+Lineage of Kafka orders in Marquez:
+  $ORDERS_LINEAGE_URL
 TXT
 exit "$status"

@@ -1,22 +1,21 @@
-"""Asset checks on every asset of the pipeline, comparing it with the lineage graph: (a) the dataset exists under
+"""Asset checks on every asset of the pipeline, comparing it with what Marquez holds: (a) the dataset exists under
 its identity, (b) its schema, (c) its upstream edges, (d) its producer's run state against the engine state the
 sensors observed, (e) no second identity for the same data. They run with each materialization and, for the
 streaming assets, on a schedule.
 
-The graph is rebuilt from the events the project emitted (the lineage outbox): every event sent to Marquez passes
-through it, so the graph is what Marquez receives.
+The graph is read from Marquez's REST API. When a check fails, the project's own events (the lineage outbox) are
+replayed to say why: sent but Marquez holds something else, still queued, or never sent.
 """
-
-from pathlib import Path
 
 import dagster as dg
 
 from infra.settings import StackSettings
 from lineage_assets.checks import compare
 from lineage_assets.checks.graph import LineageGraph
+from lineage_assets.checks.marquez_graph import from_marquez
 from lineage_assets.flink.client import FlinkClient, FlinkError
 from lineage_assets.lineage.identity import Dataset, Pipeline
-from lineage_assets.lineage.outbox import Outbox
+from lineage_assets.lineage.marquez import MarquezError
 from lineage_assets.metadata import asset_key
 from lineage_assets.resources import LineageResource
 
@@ -27,10 +26,6 @@ CHECKS = {
     "lineage_run_state_agrees": "(d) its producer's latest run state agrees with the engine state sensors observed",
     "lineage_single_identity": "(e) no second dataset in the lineage graph names the same physical data",
 }
-
-
-def lineage_graph(lineage: LineageResource) -> LineageGraph:
-    return LineageGraph.from_events(Outbox(Path(lineage.outbox_path)).events())
 
 
 def engine_state(
@@ -64,6 +59,27 @@ def findings(graph: LineageGraph, ds: Dataset, pipeline: Pipeline, engine: str |
     }
 
 
+def marquez_findings(
+    lineage: LineageResource, ds: Dataset, pipeline: Pipeline, engine: str | None
+) -> dict[str, compare.Finding]:
+    """The five findings on what Marquez holds; failures explained by replaying the outbox (see compare.explain)."""
+    try:
+        graph = from_marquez(lineage.marquez(), pipeline)
+    except MarquezError as exc:
+        return {name: compare.Finding(False, f"cannot read the lineage graph: {exc}") for name in CHECKS}
+    found = findings(graph, ds, pipeline, engine)
+    if all(f.passed for f in found.values()):
+        return found
+    outbox = lineage.outbox()
+    counts = outbox.counts()
+    as_sent = findings(LineageGraph.from_events(outbox.events(("sent",))), ds, pipeline, engine)
+    with_queued = findings(LineageGraph.from_events(outbox.events(("sent", "queued"))), ds, pipeline, engine)
+    return {
+        name: compare.explain(f, as_sent[name], with_queued[name], counts.queued, counts.backlog_age)
+        for name, f in found.items()
+    }
+
+
 def _metadata(finding: compare.Finding) -> dict[str, object]:
     return {"finding": finding.message, **{k: dg.MetadataValue.json(v) for k, v in finding.details.items()}}
 
@@ -83,10 +99,11 @@ def _checks_for(pipeline: Pipeline, settings: StackSettings, ds: Dataset) -> dg.
         can_subset=True,
     )
     def lineage_checks(context: dg.AssetCheckExecutionContext, lineage: LineageResource):
-        graph = lineage_graph(lineage)
         engine = engine_state(context.instance, key, integration, FlinkClient(settings))
         selected = {k.name for k in context.selected_asset_check_keys}
-        for name, finding in findings(graph, ds, pipeline, engine).items():
+        counts = lineage.outbox().counts()
+        delivery = {"lineage/backlog": counts.queued, "lineage/backlog_age_s": round(counts.backlog_age, 1)}
+        for name, finding in marquez_findings(lineage, ds, pipeline, engine).items():
             if name not in selected:
                 continue
             yield dg.AssetCheckResult(
@@ -94,7 +111,7 @@ def _checks_for(pipeline: Pipeline, settings: StackSettings, ds: Dataset) -> dg.
                 check_name=name,
                 passed=finding.passed,
                 description=finding.message,
-                metadata=_metadata(finding),
+                metadata={**_metadata(finding), **delivery, "marquez/node_id": ds.node_id},
             )
 
     return lineage_checks

@@ -118,25 +118,52 @@ def run_state_agrees(graph: LineageGraph, ds: Dataset, pipeline: Pipeline, engin
 
 
 def no_second_identity(graph: LineageGraph, ds: Dataset) -> Finding:
-    """(e) no other dataset in the graph names the same physical data."""
+    """(e) no other dataset in the graph names the same data: the same physical address spelled differently, a
+    dataset that names it as its symlink, or (in Marquez) an undeclared symlink name sharing its current version.
+    The symlinks the identity module declares (an Iceberg table's catalog name) are the one allowed alias, as long
+    as no job reads or writes the data under that name (Marquez lists symlink names as datasets of their own)."""
     mine = (ds.namespace, ds.name)
     same = {physical_key(*mine)} | {physical_key(s.namespace, s.name) for s in ds.symlinks}
-    aliases = {(s.namespace, s.name) for s in ds.symlinks}
+    used = {i for job in graph.jobs.values() for i in job.inputs | job.outputs}
+    aliases = {(s.namespace, s.name) for s in ds.symlinks} - used
+    version = graph.datasets[mine].version if mine in graph.datasets else None
     others = sorted(
         identity
         for identity, node in graph.datasets.items()
         if identity != mine
+        and identity not in aliases
         and (
             physical_key(*identity) in same
-            or identity in aliases
             or any(physical_key(*s) in same for s in node.symlinks)
+            or (version is not None and node.version == version)
         )
     )
     if not others:
-        return Finding(True, f"one identity for {ds.name}")
+        return Finding(True, f"one identity for {ds.name}" + (f" (aliases {sorted(aliases)})" if aliases else ""))
     return Finding(
         False,
-        f"{_name(mine)} is also named {[_name(o) for o in others]} in the lineage graph: a producer builds its "
-        "identity by hand; make it ask lineage_assets/lineage/identity.py (or normalise with naming.py)",
+        f"{_name(mine)} is also named {[_name(o) for o in others]} in the lineage graph: a producer names it by "
+        "hand or adds a symlink the identity module does not declare; make it ask lineage_assets/lineage/identity.py "
+        "(or normalise with naming.py)",
         {"identity": _name(mine), "others": [_name(o) for o in others]},
     )
+
+
+def explain(on_marquez: Finding, as_sent: Finding, with_queued: Finding, queued: int, backlog_age: float) -> Finding:
+    """A failed comparison with Marquez, told apart by replaying the project's own events: Marquez holds something
+    other than what was sent, the events are still queued, or the project never sent it right."""
+    if on_marquez.passed:
+        return on_marquez
+    if as_sent.passed:
+        why = (
+            "sent, but Marquez holds something else: the events this project delivered agree with the declaration, "
+            "so another producer or an edit changed Marquez (or Marquez lost data)"
+        )
+    elif with_queued.passed:
+        why = (
+            f"not delivered yet: {queued} event(s) wait in the lineage outbox, the oldest for {backlog_age:.0f} s; "
+            "is the lineage-drainer service running and Marquez up (`lineage-lab lineage outbox`)?"
+        )
+    else:
+        why = "never sent: the project's own events show the same, so fix the producer (Marquez is not at fault)"
+    return Finding(False, f"{on_marquez.message} [{why}]", {**on_marquez.details, "explanation": why})

@@ -1,9 +1,10 @@
-"""A lineage graph rebuilt from OpenLineage events the way Marquez builds its own: datasets with their latest
-schema and symlinks, each job's inputs and outputs from its latest run that named any, each job's latest run
-state (set by whichever event came last), and column lineage from the columnLineage facets of outputs.
+"""The lineage graph the checks compare with: datasets (fields, symlinks, column lineage, current version), jobs
+(inputs, outputs, latest run and its state, processing type, parent job).
 
-The checks and the verify command work on this graph, so they run against the events this project emitted (its
-outbox) wherever Marquez itself cannot be reached.
+It is filled from what Marquez holds (``marquez_graph.from_marquez``); ``LineageGraph.from_events`` rebuilds the
+same graph from OpenLineage events the way Marquez builds its own (latest schema, a job's edges from its latest run
+that named datasets, the state of whichever event came last), which is how the checks explain a difference: the
+events the project sent say one thing and Marquez holds another, or the project never sent it.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ class DatasetNode:
     symlinks: set[Identity] = field(default_factory=set)
     #: output column -> the (dataset, column) pairs it is computed from
     column_sources: dict[str, set[tuple[Identity, str]]] = field(default_factory=dict)
+    #: Marquez's current version id: a symlink name shares it with its dataset (None when rebuilt from events)
+    version: str | None = None
 
 
 @dataclass

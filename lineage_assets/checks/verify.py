@@ -1,5 +1,6 @@
-"""The drift report: Dagster's graph (the identity module, which the assets are built from) side by side with the
-lineage graph, at table and column level, plus a self-contained HTML picture of the lineage graph.
+"""The drift report: Dagster's graph (the identity module, which the assets are built from) side by side with what
+Marquez holds, at table and column level, plus a self-contained HTML picture of that graph. Each difference says
+whether the project's own events (the outbox) show it too ("as sent") or only Marquez does.
 
 Used by ``lineage-lab verify`` (exit 1 on drift) and the ``verify_lineage`` Dagster job.
 """
@@ -13,7 +14,9 @@ from pathlib import Path
 from infra.settings import StackSettings
 from lineage_assets.checks import compare
 from lineage_assets.checks.graph import Identity, LineageGraph
+from lineage_assets.checks.marquez_graph import from_marquez
 from lineage_assets.lineage.identity import Pipeline
+from lineage_assets.lineage.marquez import MarquezClient
 from lineage_assets.lineage.outbox import Outbox
 
 
@@ -158,10 +161,29 @@ def render_html(graph: LineageGraph, report: Report, title: str = "lineage-lab: 
     )
 
 
-def verify_and_render(settings: StackSettings, picture: Path | None = None, outbox: Path | None = None):
-    """Verify the deployment's lineage (from its outbox) and write the picture; returns (report, picture path)."""
-    graph = LineageGraph.from_events(Outbox(outbox or settings.lineage_outbox).events())
-    report = verify(Pipeline.from_settings(settings), graph)
+def verify_and_render(
+    settings: StackSettings, picture: Path | None = None, outbox: Path | None = None, marquez_url: str | None = None
+):
+    """Verify the deployment's lineage as Marquez holds it and write the picture; returns (report, picture path).
+
+    Raises ``MarquezError`` when Marquez cannot be read."""
+    pipeline = Pipeline.from_settings(settings)
+    marquez_url = marquez_url or settings.marquez_url
+    graph = from_marquez(MarquezClient(marquez_url), pipeline)
+    report = verify(pipeline, graph)
+    box = Outbox(outbox or settings.lineage_outbox)
+    counts = box.counts()
+    report.lines[:0] = [
+        f"LINEAGE GRAPH: Marquez at {marquez_url}; outbox: {counts.sent} sent, {counts.queued} queued "
+        f"(oldest {counts.backlog_age:.0f} s), {counts.rejected} rejected",
+        "",
+    ]
+    if report.drift:
+        as_sent = set(verify(pipeline, LineageGraph.from_events(box.events(("sent",)))).drift)
+        report.drift = [
+            f"{d} ({'as sent: the project emitted it so' if d in as_sent else 'Marquez only: the events sent differ'})"
+            for d in report.drift
+        ]
     picture = picture or settings.data_dir / "lineage" / "graph.html"
     picture.parent.mkdir(parents=True, exist_ok=True)
     picture.write_text(render_html(graph, report))

@@ -6,13 +6,19 @@ import dagster as dg
 
 from infra.settings import StackSettings
 from lineage_assets.checks.verify import verify_and_render
+from lineage_assets.lineage.marquez import MarquezError
 from lineage_assets.resources import LineageResource
 
 
 def build_verify_job(settings: StackSettings) -> dg.JobDefinition:
     @dg.op(description="Dagster's graph vs the lineage graph, tables and columns; fails on any drift")
     def verify_lineage(context: dg.OpExecutionContext, lineage: LineageResource) -> None:
-        report, picture = verify_and_render(settings, outbox=Path(lineage.outbox_path))
+        try:
+            report, picture = verify_and_render(
+                settings, outbox=Path(lineage.outbox_path), marquez_url=lineage.backend_url
+            )
+        except MarquezError as exc:
+            raise dg.Failure(f"cannot verify the lineage: {exc}") from exc
         context.log_event(
             dg.AssetObservation(
                 asset_key=dg.AssetKey(["lineage", "verify_report"]),

@@ -15,6 +15,7 @@ from lineage_assets.checks.compare import (
 )
 from lineage_assets.checks.graph import LineageGraph
 from lineage_assets.lineage.events import EventBuilder, RunState
+from lineage_assets.lineage.identity import SPARK_SUPPLIER_STATS_JOB as SPARK_JOB
 from lineage_assets.lineage.identity import Pipeline
 
 PIPELINE = Pipeline.from_settings(StackSettings())
@@ -77,7 +78,7 @@ def test_a_producer_naming_its_input_differently_breaks_edges_and_is_named_as_a_
 
 
 def test_an_iceberg_table_named_by_its_catalog_name_is_a_second_identity():
-    event = emitted("supplier_stats", RunState.COMPLETE, "97", minute=5)
+    event = emitted(SPARK_JOB, RunState.COMPLETE, "97", minute=5)
     symlink = PIPELINE.dataset("iceberg_orders").symlinks[0]
     event["inputs"][0]["namespace"], event["inputs"][0]["name"] = symlink.namespace, symlink.name
     finding = no_second_identity(whole_pipeline(event), PIPELINE.dataset("iceberg_orders"))
@@ -100,3 +101,34 @@ def test_the_latest_run_that_names_datasets_sets_a_jobs_edges():
     assert graph.upstream((PIPELINE.dataset("archive_orders").namespace, PIPELINE.dataset("archive_orders").name)) == {
         ("kafka://127.0.0.1:9092", "orders-v2")
     }
+
+
+def test_an_undeclared_name_sharing_the_current_version_in_marquez_is_a_second_identity():
+    """Marquez lists each symlink name as a dataset with the same current version: the Flink listener's table
+    names did this to Kafka topics. A declared symlink (the catalog name of an Iceberg table) is fine."""
+    from lineage_assets.checks.graph import DatasetNode
+
+    graph = whole_pipeline()
+    for identity, node in graph.datasets.items():
+        node.version = f"v-{identity[1]}"
+    topic = PIPELINE.dataset("kafka_supplier_stats")
+    alias = (topic.namespace, "default_catalog.default_database.supplier_stats_sink")
+    graph.datasets[alias] = DatasetNode(alias, version=f"v-{topic.name}")
+    table = PIPELINE.dataset("iceberg_orders")
+    catalog = (table.symlinks[0].namespace, table.symlinks[0].name)
+    graph.datasets[catalog] = DatasetNode(catalog, version=f"v-{table.name}")
+
+    finding = no_second_identity(graph, topic)
+    assert not finding.passed and "default_catalog.default_database.supplier_stats_sink" in finding.message
+    assert no_second_identity(graph, table).passed
+
+
+def test_explain_tells_marquez_only_from_queued_from_never_sent():
+    from lineage_assets.checks.compare import Finding, explain
+
+    bad, good = Finding(False, "schema differs"), Finding(True, "ok")
+    assert explain(good, bad, bad, 0, 0).passed
+    assert "Marquez holds something else" in explain(bad, good, good, 0, 0).message
+    queued = explain(bad, bad, good, 3, 42.0)
+    assert "3 event(s) wait" in queued.message and "42 s" in queued.message
+    assert "never sent" in explain(bad, bad, bad, 0, 0).message

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -23,8 +24,12 @@ def free_port() -> int:
 class Receiver:
     """Records every POSTed event; ``answers`` maps (runId, eventType) to an HTTP status to return."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, delay: float = 0.0) -> None:
         self.port = port
+        self.delay = delay  # seconds per event, like a backend that writes each event to its database
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.lock = threading.Lock()
         self.received: list[dict] = []
         self.answers: dict[tuple[str, str], list[int]] = {}
         self.server: ThreadingHTTPServer | None = None
@@ -35,6 +40,12 @@ class Receiver:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with receiver.lock:
+                    receiver.in_flight += 1
+                    receiver.max_in_flight = max(receiver.max_in_flight, receiver.in_flight)
+                time.sleep(receiver.delay)
+                with receiver.lock:
+                    receiver.in_flight -= 1
                 queue = receiver.answers.get((body["run"]["runId"], body["eventType"]), [])
                 status = queue.pop(0) if queue else 201
                 if status < 300:
@@ -184,3 +195,34 @@ def test_malformed_events_are_refused_with_what_is_missing(tmp_path):
         box.enqueue({"eventType": "START"})
     with pytest.raises(OutboxError):
         box.enqueue("not json")
+
+
+def test_runs_are_delivered_in_parallel_each_in_its_own_order(tmp_path, port):
+    """A backend that takes 20 ms per event: four workers keep several runs in flight at once, never two events
+    of one run, and each run arrives in order."""
+    receiver = Receiver(port, delay=0.02).start()
+    outbox = Outbox(tmp_path / "outbox.sqlite")
+    try:
+        for i in range(10):
+            for run in range(8):
+                outbox.enqueue(event(run, "START" if i == 0 else "RUNNING", i))
+        drainer = Drainer(outbox, f"http://127.0.0.1:{port}", workers=4)
+        assert drainer.flush(timeout=60)
+        drainer.stop()
+    finally:
+        receiver.stop()
+    assert len(receiver.received) == 80
+    assert 2 <= receiver.max_in_flight <= 4, "runs travel in parallel, at most one per worker"
+    for run in range(8):
+        run_id = f"0195c1c0-0000-7000-8000-{run:012d}"
+        got = [e["eventTime"] for e in receiver.received if e["run"]["runId"] == run_id]
+        assert got == sorted(got) and len(got) == 10, f"run {run} delivered out of order or incompletely"
+
+
+def test_backlog_age_is_the_wait_of_the_oldest_queued_event(tmp_path):
+    outbox = Outbox(tmp_path / "outbox.sqlite")
+    assert outbox.counts().backlog_age == 0.0
+    outbox.enqueue(event(1, "START", 0))
+    time.sleep(0.3)
+    outbox.enqueue(event(2, "START", 0))
+    assert outbox.counts().backlog_age >= 0.3
