@@ -30,7 +30,7 @@ class LineageSparkResource(PySparkResource):
     _parent: tuple[str, str] | None = PrivateAttr(default=None)
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
-        run = context.dagster_run
+        run = context.run
         run_id = run.run_id if run else str(uuid.uuid4())
         self._events_path = Path(self.events_dir) / f"{run_id}.ndjson"
         self._events_path.parent.mkdir(parents=True, exist_ok=True)

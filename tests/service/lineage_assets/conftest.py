@@ -2,13 +2,34 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 
 import dagster as dg
 import pytest
 
+from lineage_assets.lineage.identity import Pipeline
+from lineage_assets.lineage.outbox import Drainer, Outbox
 from lineage_assets.resources import LineageResource, build_resources
+
+#: OpenLineage job namespace of tests that make the pipeline's jobs fail or stop on purpose: their runs go to
+#: Marquez beside the pipeline's jobs, never on top of them
+TEST_JOB_NAMESPACE = "lineage-lab-tests"
+
+
+def pipeline_for_tests(settings) -> Pipeline:
+    """The pipeline's identities with its jobs in TEST_JOB_NAMESPACE (datasets unchanged)."""
+    return Pipeline.from_settings(dataclasses.replace(settings, openlineage_namespace=TEST_JOB_NAMESPACE))
+
+
+def deliver(lineage: LineageResource, timeout: float = 60) -> None:
+    """Send what a private outbox holds to Marquez now (the stack's drainer serves only the stack's outbox)."""
+    drainer = Drainer(Outbox(lineage.outbox_path), lineage.backend_url)
+    try:
+        assert drainer.flush(timeout), f"events still queued for {lineage.backend_url} after {timeout}s"
+    finally:
+        drainer.stop()
 
 
 def private_lineage(settings, directory) -> LineageResource:

@@ -19,9 +19,10 @@ from lineage_assets.connect.client import ConnectClient, ConnectError
 from lineage_assets.connect.configs import render_connector
 from lineage_assets.connect.sensor import build_connector_sensor
 from lineage_assets.lineage.identity import Pipeline
+from lineage_assets.lineage.marquez import MarquezClient
 from lineage_assets.lineage.outbox import Outbox
 from lineage_assets.source.generator import generate_orders_job
-from tests.service.lineage_assets.conftest import private_lineage
+from tests.service.lineage_assets.conftest import deliver, pipeline_for_tests, private_lineage
 
 N = 40
 
@@ -192,9 +193,9 @@ def test_poison_record_goes_to_the_dead_letter_topic_and_the_sink_keeps_running(
     assert obs["s3/orders_archive"]["dead_letters"].value >= before + 1
 
 
-def test_a_task_failing_at_run_time_fails_its_run_with_the_trace(settings, pipeline, resources, generated, tmp_path):
+def test_a_task_failing_at_run_time_fails_its_run_with_the_trace(settings, resources, generated, tmp_path):
     """A sink without error tolerance meets a record it cannot convert: its task fails; one sensor tick later the
-    connector's run is FAILED with the task's stack trace."""
+    connector's run is FAILED with the task's stack trace, in Marquez too (jobs in the tests' namespace)."""
     import sqlite3
 
     from confluent_kafka import Producer
@@ -214,6 +215,7 @@ def test_a_task_failing_at_run_time_fails_its_run_with_the_trace(settings, pipel
     connector = f"failing-{topic}"
     client = ConnectClient(settings.connect_url)
     lineage = private_lineage(settings, tmp_path)
+    pipeline = pipeline_for_tests(settings)
     sensor = build_connector_sensor(pipeline, connectors={connector: SINK_CONNECTOR}, name="failing_test_sensor")
     try:
         client.deploy(connector, {**config, "consumer.override.auto.offset.reset": "earliest"})
@@ -235,3 +237,12 @@ def test_a_task_failing_at_run_time_fails_its_run_with_the_trace(settings, pipel
     error = json.loads(rows[1][1])["run"]["facets"]["errorMessage"]
     assert "task 0 failed" in error["message"]
     assert "org.apache.kafka.connect.errors" in error["stackTrace"]
+
+    deliver(lineage)
+    job = pipeline.job(SINK_CONNECTOR)
+    in_marquez = MarquezClient(settings.marquez_url).job(job.namespace, job.name)
+    assert in_marquez["latestRun"]["state"] == "FAILED"
+    assert in_marquez["type"] == "STREAM"
+    facets = in_marquez["latestRun"]["facets"]
+    assert "task 0 failed" in facets["errorMessage"]["message"]
+    assert "org.apache.kafka.connect.errors" in facets["errorMessage"]["stackTrace"]

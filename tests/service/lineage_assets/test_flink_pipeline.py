@@ -35,9 +35,9 @@ from lineage_assets.flink import iceberg_ingestion, supplier_stats
 from lineage_assets.flink.client import FlinkClient
 from lineage_assets.flink.sensor import build_flink_job_sensor
 from lineage_assets.kafka.topics import ensure_topic
-from lineage_assets.lineage.identity import Pipeline
+from lineage_assets.lineage.marquez import MarquezClient
 from lineage_assets.metadata import asset_key
-from tests.service.lineage_assets.conftest import evaluate_sensor, outbox_events
+from tests.service.lineage_assets.conftest import deliver, evaluate_sensor, outbox_events, pipeline_for_tests
 
 SUPPLIERS = ["Alice", "Bob", "Carol", "Alex", "Joe", "James", "Jane", "Jack"]
 POISON_SCHEMA = {  # a registered writer schema whose bid_time may be null
@@ -64,7 +64,8 @@ def instance():
 
 @pytest.fixture(scope="module")
 def pipeline(settings):
-    return Pipeline.from_settings(settings)
+    """Jobs in the tests' namespace: these tests cancel and kill the pipeline's Flink jobs on purpose."""
+    return pipeline_for_tests(settings)
 
 
 def deploy_both(settings, resources, instance, pipeline) -> dict[str, dg.MaterializeResult]:
@@ -390,10 +391,15 @@ def test_the_sensor_ends_both_runs_when_the_cluster_stops(settings, resources, d
     for name in JOBS:
         run_id = deployed[name]["openlineage/run_id"].value
         assert [e["eventType"] for e in events if e["run"]["runId"] == run_id] == ["START", "RUNNING", "ABORT"], name
+    deliver(resources["lineage"])
+    marquez = MarquezClient(settings.marquez_url)
+    for name in JOBS:
+        assert marquez.run(deployed[name]["openlineage/run_id"].value)["state"] == "ABORTED", name
 
 
 def run_state_check(settings, resources, instance, pipeline) -> dg.AssetCheckEvaluation:
-    """Check (d) of iceberg/default/orders, run through Dagster like the UI runs it."""
+    """Check (d) of iceberg/default/orders, run through Dagster like the UI runs it, on what Marquez holds."""
+    deliver(resources["lineage"])
     ds = pipeline.dataset("iceberg_orders")
     checks = [
         c for c in build_lineage_checks(pipeline, settings) if any(k.asset_key == asset_key(ds) for k in c.check_keys)
@@ -426,6 +432,11 @@ def test_the_sensor_ends_each_run_when_its_job_is_cancelled(settings, resources,
     assert "CANCELED" in stale.description and "RUNNING" in stale.description
     evaluate_sensor(sensor, instance, resources, first.cursor)
     assert run_state_check(settings, resources, instance, pipeline).passed, "passes once the sensor closed the run"
+    marquez = MarquezClient(settings.marquez_url)
+    for name in JOBS:
+        job = marquez.job(pipeline.job(name).namespace, name)
+        assert job["latestRun"]["id"] == redeployed[name]["openlineage/run_id"].value, name
+        assert job["latestRun"]["state"] == "ABORTED", f"{name}: one sensor tick after the cancel"
     events = outbox_events(resources["lineage"])
     for name in JOBS:
         run_id = redeployed[name]["openlineage/run_id"].value

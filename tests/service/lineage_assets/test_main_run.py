@@ -1,24 +1,29 @@
-"""The main job end to end on the stack: deploy everything, orders through CDC, Kafka, the archive, both Flink jobs
-and Iceberg, today's supplier_stats; then the lineage graph equals the declared one (jobs, datasets, edges and
-every column edge) and every asset check passes. A producer that names a dataset differently is caught by check (e)
-and the drift report, both naming the two identities."""
+"""The main job end to end on the stack, judged by what Marquez holds: deploy everything, orders through CDC,
+Kafka, the archive, both Flink jobs and Iceberg, today's supplier_stats. Then Marquez has every event with its
+facets, one job per name, the declared graph (jobs, datasets, edges, every column edge), Iceberg orders as one node
+between ingestion and Spark, column lineage back to the Postgres source, and the Dagster run as the Spark job's
+parent, ended. An identity posted straight to Marquez, and a field changed there, are caught and explained."""
 
 from __future__ import annotations
 
 import datetime as dt
-import shutil
+import re
+import uuid
+from urllib.parse import quote
 
 import dagster as dg
 import pytest
+import requests
 from openlineage.client.serde import Serde
 
-from lineage_assets.checks.graph import LineageGraph
-from lineage_assets.checks.verify import actual_column_edges, expected_column_edges, verify_and_render
-from lineage_assets.lineage.events import EventBuilder, RunState, run_id_for
-from lineage_assets.lineage.identity import Pipeline
+from lineage_assets.checks.marquez_graph import from_marquez
+from lineage_assets.checks.verify import actual_column_edges, expected_column_edges, verify, verify_and_render
+from lineage_assets.lineage.events import EventBuilder, RunState
+from lineage_assets.lineage.identity import DAGSTER_JOB, Pipeline
+from lineage_assets.lineage.marquez import MarquezClient
 from lineage_assets.lineage.outbox import Outbox
 from lineage_assets.main_run import run_pipeline
-from lineage_assets.resources import LineageResource
+from lineage_assets.metadata import asset_key
 
 
 @pytest.fixture(scope="module")
@@ -28,47 +33,201 @@ def ran(settings):
     return "\n".join(lines)
 
 
-def test_the_lineage_graph_is_the_declared_graph(settings, ran):
-    pipeline = Pipeline.from_settings(settings)
-    graph = LineageGraph.from_events(Outbox(settings.lineage_outbox).events())
+@pytest.fixture(scope="module")
+def pipeline(settings):
+    return Pipeline.from_settings(settings)
+
+
+@pytest.fixture(scope="module")
+def marquez(settings):
+    return MarquezClient(settings.marquez_url)
+
+
+def test_the_graph_in_marquez_is_the_declared_graph(settings, ran, pipeline, marquez):
+    graph = from_marquez(marquez, pipeline)
+    report = verify(pipeline, graph)
+    assert report.ok, report.text()
     for job in pipeline.jobs.values():
         inputs, outputs = graph.io_with_children((job.namespace, job.name))
         assert inputs == {(pipeline.dataset(k).namespace, pipeline.dataset(k).name) for k in job.inputs}, job.name
         assert outputs == {(pipeline.dataset(k).namespace, pipeline.dataset(k).name) for k in job.outputs}, job.name
     assert expected_column_edges(pipeline) <= actual_column_edges(graph), "column lineage on every hop"
-    assert "checks passed" in ran and "drift report" in ran
-    assert " 0 of " not in ran
+    assert "45 of 45 checks passed" in ran and "no drift" in ran
 
 
-def test_a_producer_with_another_namespace_fails_check_e_and_verify(settings, ran, tmp_path):
-    drifted = tmp_path / "outbox.sqlite"
-    shutil.copy(settings.lineage_outbox, drifted)
-    pipeline = Pipeline.from_settings(settings)
-    run_id = run_id_for("orders-s3-sink", dt.datetime.now(dt.UTC), "drift-test")
-    event = Serde.to_dict(EventBuilder(pipeline).event("orders-s3-sink", RunState.RUNNING, run_id))
-    event["inputs"][0]["namespace"] = "kafka://localhost:9092"  # the sink's producer built its identity by hand
-    Outbox(drifted).enqueue(event)
+def test_each_engine_job_is_one_marquez_job_under_its_declared_name(ran, pipeline, marquez):
+    declared = {j.name for j in pipeline.jobs.values()}
+    for namespace in {j.namespace for j in pipeline.jobs.values()}:
+        for job in marquez.jobs(namespace):
+            parent = job.get("parentJobName")
+            # Spark's action jobs are children of the declared application job, named under it
+            assert job["name"] in declared or (parent in declared and job["name"].startswith(parent + ".")), job
+            assert "__" not in job["name"], f"{job['name']} is named after a Dagster internal"
+            if job["name"] in declared:
+                assert parent == pipeline.job(job["name"]).parent, job["name"]
+            latest = job.get("latestRun") or {}
+            if job["name"] == DAGSTER_JOB or parent:
+                assert latest.get("state") == "COMPLETED", f"{job['name']}: a batch run left {latest.get('state')}"
 
-    report, picture = verify_and_render(settings, tmp_path / "graph.html", outbox=drifted)
-    assert not report.ok
-    text = report.text()
-    assert "kafka://127.0.0.1:9092/orders" in text and "kafka://localhost:9092/orders" in text
-    assert "localhost" in picture.read_text()
 
+def event_key(event: dict) -> tuple[str, str, dt.datetime]:
+    """(run, type, time) of an event; Marquez rewrites eventTime (drops trailing zeros, nanoseconds) so compare
+    instants, to the microsecond."""
+    match = re.fullmatch(r"(.*T\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)", event["eventTime"])
+    assert match, event["eventTime"]
+    base, fraction, zone = match.groups()
+    when = dt.datetime.fromisoformat(f"{base}.{(fraction or '0')[:6]:0<6}{'+00:00' if zone == 'Z' else zone}")
+    return event["run"]["runId"], event["eventType"], when
+
+
+def test_every_event_of_the_run_is_in_marquez_with_its_facets(settings, ran, pipeline, marquez):
+    sent = Outbox(settings.lineage_outbox).events(("sent",))
+    stored = {event_key(e): e for e in marquez.events()}
+    missing = [(e["job"]["name"], e["eventType"]) for e in sent if event_key(e) not in stored]
+    assert not missing, f"sent but not in Marquez: {missing}"
+
+    streaming = {j.name for j in pipeline.jobs.values() if j.processing_type == "STREAMING"}
+    seen = {"schema": 0, "columnLineage": 0, "symlinks": 0, "parent": 0, "dagster_run": 0}
+    for e in (stored[event_key(s)] for s in sent):
+        name = e["job"]["name"]
+        job_type = (e["job"].get("facets") or {}).get("jobType") or {}
+        if name in streaming:
+            assert job_type.get("processingType") == "STREAMING", f"{name} {e['eventType']} has no STREAMING jobType"
+            seen["dagster_run"] += "dagster_run" in (e["run"].get("facets") or {})
+        for ds in (e.get("inputs") or []) + (e.get("outputs") or []):
+            facets = ds.get("facets") or {}
+            seen["schema"] += "schema" in facets
+            seen["columnLineage"] += "columnLineage" in facets
+            seen["symlinks"] += "symlinks" in facets
+        parent = (e["run"].get("facets") or {}).get("parent")
+        if parent:
+            seen["parent"] += 1
+            assert name.startswith(parent["job"]["name"] + "."), f"{name} would be renamed under its parent"
+    assert all(seen.values()), f"facets seen in Marquez's events: {seen}"
+
+
+def test_the_dagster_run_is_the_spark_jobs_parent_and_ended(ran, pipeline, marquez):
+    spark = pipeline.job(pipeline.dataset("iceberg_supplier_stats").producer)
+    (latest,) = marquez.runs(spark.namespace, spark.name, limit=1)
+    parent = latest["facets"]["parent"]
+    assert parent["job"] == {"namespace": spark.namespace, "name": DAGSTER_JOB}
+    dagster_run = marquez.run(parent["run"]["runId"])
+    assert dagster_run["state"] == "COMPLETED"
+    assert dagster_run["jobVersion"]["name"] == DAGSTER_JOB
+    assert (
+        dagster_run["facets"]["dagster_run"]["assetKey"]
+        == asset_key(pipeline.dataset("iceberg_supplier_stats")).to_user_string()
+    )
+
+
+def test_iceberg_orders_is_one_node_written_by_ingestion_and_read_by_spark(ran, pipeline, marquez):
+    orders = pipeline.dataset("iceberg_orders")
+    spark = pipeline.job(pipeline.dataset("iceberg_supplier_stats").producer)
+    nodes = {n["id"]: n for n in marquez.lineage(orders.node_id, depth=1)}
+    node = nodes[orders.node_id]
+    writers = {e["origin"] for e in node["inEdges"]}
+    readers = {e["destination"] for e in node["outEdges"]}
+    assert writers == {pipeline.job("iceberg-ingestion").node_id}
+    assert readers and all(r.startswith(spark.node_id + ".") or r == spark.node_id for r in readers), readers
+    symlink = orders.symlinks[0]
+    assert f"dataset:{symlink.namespace}:{symlink.name}" not in nodes, "the catalog name is an alias, not a node"
+
+
+def upstream_columns(marquez, node_id: str, column: str) -> set[tuple[str, str, str]]:
+    """Every (namespace, dataset, field) the column derives from, through Marquez's column-lineage API."""
+    fields = {}
+    for node in marquez.column_lineage(node_id, depth=20):
+        data = node.get("data") or {}
+        fields[(data.get("namespace"), data.get("dataset"), data.get("field"))] = [
+            (f["namespace"], f["dataset"], f["field"]) for f in data.get("inputFields") or []
+        ]
+    start = next(k for k in fields if k[2] == column and node_id.endswith(f":{k[1]}"))
+    found, todo = set(), [start]
+    while todo:
+        for source in fields.get(todo.pop(), []):
+            if source not in found:
+                found.add(source)
+                todo.append(source)
+    return found
+
+
+@pytest.mark.parametrize("output", ["iceberg_supplier_stats", "kafka_supplier_stats"])
+def test_total_price_derives_from_the_postgres_price_column(ran, pipeline, marquez, output):
+    source = pipeline.dataset("source_orders")
+    found = upstream_columns(marquez, pipeline.dataset(output).node_id, "total_price")
+    assert (source.namespace, source.name, "price") in found, found
+
+
+def run_check(settings, check: str, key: dg.AssetKey) -> dg.AssetCheckEvaluation:
     from lineage_assets.definitions import defs
 
     result = dg.materialize(
         [*defs.assets, *defs.asset_checks],
-        selection=dg.AssetSelection.checks(
-            dg.AssetCheckKey(dg.AssetKey(["kafka", "orders"]), "lineage_single_identity")
-        ),
-        resources={
-            **defs.resources,
-            "lineage": LineageResource(outbox_path=str(drifted), backend_url=settings.marquez_url),
-        },
+        selection=dg.AssetSelection.checks(dg.AssetCheckKey(key, check)),
+        resources=defs.resources,
         raise_on_error=False,
     )
     (evaluation,) = result.get_asset_check_evaluations()
+    return evaluation
+
+
+@pytest.fixture
+def intruder(settings, pipeline):
+    """A job outside the pipeline that posts straight to Marquez; removed from Marquez afterwards."""
+    namespace, name = "lineage-lab-tests", f"intruder-{uuid.uuid4().hex[:8]}"
+    posted: list[tuple[str, str]] = []
+
+    def post(event: dict) -> None:
+        event = {**event, "job": {**event["job"], "namespace": namespace, "name": name}}
+        event["run"] = {"runId": str(uuid.uuid4()), "facets": {}}
+        resp = requests.post(f"{settings.marquez_url}/api/v1/lineage", json=event, timeout=10)
+        assert resp.status_code < 300, resp.text
+        posted.extend((d["namespace"], d["name"]) for d in event["inputs"] + event["outputs"])
+
+    yield post
+    api = f"{settings.marquez_url}/api/v1/namespaces"
+    requests.delete(f"{api}/{quote(namespace, safe='')}/jobs/{quote(name, safe='')}", timeout=10)
+    declared = {(d.namespace, d.name) for d in pipeline.datasets.values()}
+    for ns, ds in set(posted) - declared:
+        requests.delete(f"{api}/{quote(ns, safe='')}/datasets/{quote(ds, safe='')}", timeout=10)
+
+
+def test_a_second_identity_posted_to_marquez_fails_check_e_and_verify(settings, ran, pipeline, intruder, tmp_path):
+    orders = pipeline.dataset("kafka_orders")
+    event = Serde.to_dict(EventBuilder(pipeline).event("orders-s3-sink", RunState.RUNNING, str(uuid.uuid4())))
+    event["inputs"][0]["namespace"] = "kafka://localhost:9092"  # a producer that spells the broker by hand
+    intruder(event)
+
+    report, picture = verify_and_render(settings, tmp_path / "graph.html")
+    assert not report.ok
+    text = report.text()
+    assert "kafka://127.0.0.1:9092/orders" in text and "kafka://localhost:9092/orders" in text
+    assert "Marquez only" in text
+    assert "localhost" in picture.read_text()
+
+    evaluation = run_check(settings, "lineage_single_identity", asset_key(orders))
     assert not evaluation.passed
     assert "kafka://127.0.0.1:9092/orders" in evaluation.description
     assert "kafka://localhost:9092/orders" in evaluation.description
+    assert "Marquez holds something else" in evaluation.description
+
+
+def test_a_field_changed_in_marquez_fails_check_b(settings, ran, pipeline, intruder):
+    archive = pipeline.dataset("archive_orders")
+    builder = EventBuilder(pipeline)
+    event = Serde.to_dict(builder.event("orders-s3-sink", RunState.COMPLETE, str(uuid.uuid4())))
+    out = next(o for o in event["outputs"] if o["name"] == archive.name)
+    out["facets"]["schema"]["fields"].append({"name": "currency", "type": "string"})
+    event["inputs"] = []
+    event["outputs"] = [out]
+    intruder(event)
+    try:
+        evaluation = run_check(settings, "lineage_schema_matches", asset_key(archive))
+        assert not evaluation.passed
+        assert "currency" in evaluation.description and "Marquez holds something else" in evaluation.description
+    finally:  # give the archive its declared schema back (a new version), as its producer will on its next event
+        fixed = Serde.to_dict(builder.event("orders-s3-sink", RunState.COMPLETE, str(uuid.uuid4())))
+        fixed["inputs"] = []
+        fixed["outputs"] = [o for o in fixed["outputs"] if o["name"] == archive.name]
+        intruder(fixed)
+    assert run_check(settings, "lineage_schema_matches", asset_key(archive)).passed

@@ -18,8 +18,8 @@ from pyiceberg.expressions import And, GreaterThanOrEqual, LessThan
 
 from infra.services.iceberg_catalog import load_catalog
 from lineage_assets.flink.tables import ensure_orders_table
+from lineage_assets.lineage.identity import DAGSTER_JOB, Pipeline
 from lineage_assets.lineage.identity import SPARK_SUPPLIER_STATS_JOB as SPARK_JOB
-from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.resources import LineageResource, build_resources
 from lineage_assets.spark.supplier_stats import build_supplier_stats_asset
 
@@ -167,7 +167,13 @@ def test_listener_lineage_joins_the_ingestion_output_and_nests_under_the_dagster
     assert sources["bid_date"] == {"bid_time"} and sources["bid_hour"] == {"bid_time"}
     assert sources["total_price"] == {"price"}
     parents = {e["run"]["facets"]["parent"]["job"]["name"] for e in events if "parent" in e["run"].get("facets", {})}
-    assert any(p.startswith("dagster.") for p in parents), parents
+    assert parents == {DAGSTER_JOB, SPARK_JOB}, "the application under the Dagster job, its actions under it"
+    for e in events:
+        assert e["job"]["name"] == DAGSTER_JOB or e["job"]["name"].startswith(DAGSTER_JOB + "."), e["job"]["name"]
+    dagster_runs = {e["run"]["runId"] for e in events if e["job"]["name"] == DAGSTER_JOB}
+    for run_id in dagster_runs:
+        kinds = [e["eventType"] for e in events if e["run"]["runId"] == run_id]
+        assert kinds[0] == "START" and kinds[-1] in ("COMPLETE", "FAIL"), "every Dagster parent run ends"
 
 
 def test_missing_upstream_names_the_table_and_the_asset(settings, lineage):
@@ -185,7 +191,7 @@ def test_a_failing_spark_job_fails_the_materialization_and_its_lineage_run(setti
     result = materialize(settings, days[0], lineage, config={"source_table": "default.supplier_stats"})
     assert not result.success
     (failure,) = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
-    assert "Spark job supplier_stats failed" in failure.step_failure_data.error.message
+    assert f"Spark job {SPARK_JOB} failed" in failure.step_failure_data.error.message
     with sqlite3.connect(lineage.outbox_path) as db:
         events = [
             json.loads(p) for (p,) in db.execute("SELECT payload FROM events WHERE seq > ? ORDER BY seq", (before,))
@@ -193,4 +199,6 @@ def test_a_failing_spark_job_fails_the_materialization_and_its_lineage_run(setti
     app = [e for e in events if e["job"]["name"] == SPARK_JOB]
     assert app and app[-1]["eventType"] == "FAIL", [(e["job"]["name"], e["eventType"]) for e in events]
     assert "AnalysisException" in app[-1]["run"]["facets"]["errorMessage"]["message"]
+    parent = [e["eventType"] for e in events if e["job"]["name"] == DAGSTER_JOB]
+    assert parent == ["START", "FAIL"], "the Dagster run, parent of the application, ends in FAIL too"
     assert not [e for e in app if e["eventType"] == "COMPLETE"], "no COMPLETE for the failed application"
