@@ -1,24 +1,24 @@
-"""Lineage emit latency and drain throughput: the outbox (lineage_assets.lineage.outbox) next to the plain
-openlineage-python HTTP transport, in one run, against the same backend.
+"""Lineage delivery into the real Marquez of the running stack: the outbox's drainer (runs in parallel, each in
+order) next to the plain openlineage-python HTTP transport (one event after another, inline), same events, same
+Marquez; and the emit call's latency with Marquez down (nothing listening on its port), ours and the plain one.
 
-The backend is a minimal local HTTP receiver in its own process that accepts every POST on /api/v1/lineage with
-201 (Marquez itself is not available on this machine: see README). "Down" means nothing listens on the port.
-As in the embedded stack, the outbox is drained by a separate drainer process; producers only enqueue.
+Events belong to jobs in the namespace `lineage-lab-bench` (runs of START, RUNNING, COMPLETE), so they never touch
+the pipeline's own jobs. Rounds alternate the contenders; medians are printed.
 
-    .venv/bin/python benchmarks/emit.py --events 2000
+    .venv/bin/python benchmarks/emit.py --runs 100 --rounds 3
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import datetime as dt
 import multiprocessing
 import socket
 import statistics
 import tempfile
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from openlineage.client import OpenLineageClient
@@ -28,90 +28,59 @@ from openlineage.client.uuid import generate_new_uuid
 from infra.settings import StackSettings
 from lineage_assets.lineage.events import EventBuilder, RunState
 from lineage_assets.lineage.identity import Pipeline
-from lineage_assets.lineage.outbox import LineageEmitter, Outbox
+from lineage_assets.lineage.marquez import MarquezClient, MarquezError
+from lineage_assets.lineage.outbox import Drainer, LineageEmitter, Outbox
+
+NAMESPACE = "lineage-lab-bench"
+JOBS = ("iceberg-ingestion", "orders-s3-sink", "supplier-stats")
 
 
-def _serve(port: int) -> None:
-    class Accept(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def do_POST(self):
-            self.rfile.read(int(self.headers["Content-Length"]))
-            self.send_response(201)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def log_message(self, *args):
-            pass
-
-    ThreadingHTTPServer(("127.0.0.1", port), Accept).serve_forever()
-
-
-class Backend:
-    def __init__(self, port: int) -> None:
-        self.port = port
-        self.proc: multiprocessing.Process | None = None
-
-    def up(self) -> None:
-        self.proc = multiprocessing.Process(target=_serve, args=(self.port,), daemon=True)
-        self.proc.start()
-        for _ in range(100):
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("receiver did not start")
-
-    def down(self) -> None:
-        if self.proc:
-            self.proc.terminate()
-            self.proc.join()
-            self.proc = None
-
-
-def _drain_forever(path: str, url: str) -> None:
-    LineageEmitter(Path(path), url).run_forever()
-
-
-def start_drainer(path: Path, url: str) -> multiprocessing.Process:
-    proc = multiprocessing.Process(target=_drain_forever, args=(str(path), url), daemon=True)
-    proc.start()
-    return proc
-
-
-def wait_delivered(path: Path, n: int, timeout: float = 600) -> None:
-    box = Outbox(path)
-    deadline = time.monotonic() + timeout
-    while box.counts().sent < n:
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"only {box.counts().sent}/{n} delivered")
-        time.sleep(0.05)
-
-
-def free_port() -> int:
+def closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
-def pct(values: list[float], q: float) -> float:
-    return statistics.quantiles(values, n=100)[int(q) - 1] if len(values) > 1 else values[0]
+def pct(values: list[float], q: int) -> float:
+    return statistics.quantiles(values, n=100)[q - 1] if len(values) > 1 else values[0]
 
 
-def events(builder: EventBuilder, n: int) -> list:
+def runs(builder: EventBuilder, count: int) -> list:
+    """``count`` runs of START, RUNNING, COMPLETE, run after run (what a burst of finished work looks like)."""
     out = []
-    for i in range(n):
+    now = dt.datetime.now(dt.UTC)
+    for i in range(count):
         run_id = str(generate_new_uuid())
-        out.append(
-            builder.event(
-                "iceberg-ingestion",
-                RunState.RUNNING,
-                run_id,
-                event_time=dt.datetime.now(dt.UTC) + dt.timedelta(milliseconds=i),
-            )
-        )
+        for step, state in enumerate((RunState.START, RunState.RUNNING, RunState.COMPLETE)):
+            when = now + dt.timedelta(milliseconds=3 * i + step)
+            out.append(builder.event(JOBS[i % len(JOBS)], state, run_id, event_time=when))
     return out
+
+
+def drain_rate(events: list, url: str, workers: int, tmp: Path) -> float:
+    path = tmp / f"outbox-{workers}-{time.monotonic_ns()}.sqlite"
+    outbox = Outbox(path)
+    for event in events:
+        outbox.enqueue(event)
+    drainer = Drainer(outbox, url, workers=workers)
+    t0 = time.perf_counter()
+    try:
+        if not drainer.flush(timeout=600):
+            raise SystemExit(f"the drainer did not deliver everything: {outbox.counts()}")
+    finally:
+        drainer.stop()
+    counts = outbox.counts()
+    if counts.rejected:
+        raise SystemExit(f"Marquez rejected {counts.rejected} events: {outbox.dead_letters()[:1]}")
+    return len(events) / (time.perf_counter() - t0)
+
+
+def plain_rate(events: list, url: str) -> float:
+    client = OpenLineageClient(transport=HttpTransport(HttpConfig(url=url, timeout=10.0)))
+    t0 = time.perf_counter()
+    for event in events:
+        client.emit(event)
+    return len(events) / (time.perf_counter() - t0)
 
 
 def timed_calls(fn, items) -> list[float]:
@@ -124,60 +93,62 @@ def timed_calls(fn, items) -> list[float]:
     return samples
 
 
+def _drain_forever(path: str, url: str) -> None:
+    LineageEmitter(Path(path), url).run_forever()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--events", type=int, default=2000)
-    parser.add_argument("--plain-down-events", type=int, default=10, help="the plain transport blocks: keep small")
+    parser.add_argument("--runs", type=int, default=100, help="runs per round (3 events each)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--down-events", type=int, default=2000, help="emit calls timed with Marquez down")
+    parser.add_argument("--plain-down-events", type=int, default=5, help="the plain transport blocks: keep small")
     args = parser.parse_args()
 
-    builder = EventBuilder(Pipeline.from_settings(StackSettings()))
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    backend = Backend(port)
-    rows: list[tuple[str, str, str]] = []
-
+    settings = StackSettings.from_env()
+    url = settings.marquez_url
+    try:
+        MarquezClient(url).namespaces()
+    except MarquezError as exc:
+        raise SystemExit(f"{exc} (this benchmark needs the running stack: lineage-lab stack up)") from exc
+    builder = EventBuilder(Pipeline.from_settings(dataclasses.replace(settings, openlineage_namespace=NAMESPACE)))
+    workers = settings.lineage_drain_workers
+    rates: dict[str, list[float]] = {"plain": [], "drain-1": [], f"drain-{workers}": []}
     with tempfile.TemporaryDirectory() as tmp:
-        # outbox, backend down: emit latency while the drainer process keeps failing to connect
+        for round_no in range(1, args.rounds + 1):
+            rates["plain"].append(plain_rate(runs(builder, args.runs), url))
+            rates["drain-1"].append(drain_rate(runs(builder, args.runs), url, 1, Path(tmp)))
+            rates[f"drain-{workers}"].append(drain_rate(runs(builder, args.runs), url, workers, Path(tmp)))
+            print(f"round {round_no}: " + ", ".join(f"{k} {v[-1]:.1f}/s" for k, v in rates.items()), flush=True)
+
+        # Marquez down: nothing listens on the port the events are addressed to; as in the stack, a drainer
+        # process keeps trying the same outbox while producers emit
+        down_url = f"http://127.0.0.1:{closed_port()}"
         down_path = Path(tmp) / "down.sqlite"
-        emitter = LineageEmitter(down_path, url)
-        drainer = start_drainer(down_path, url)
-        down = timed_calls(emitter.emit, events(builder, args.events))
-        # drain throughput once the backend comes up (the drainer's backoff is at most 30 s: restart it to measure)
-        drainer.terminate()
-        drainer.join()
-        backend.up()
-        t0 = time.perf_counter()
-        drainer = start_drainer(down_path, url)
-        wait_delivered(down_path, args.events)
-        drain_rate = args.events / (time.perf_counter() - t0)
-        drainer.terminate()
+        emitter = LineageEmitter(down_path, down_url)
+        drainer = multiprocessing.Process(target=_drain_forever, args=(str(down_path), down_url), daemon=True)
+        drainer.start()
+        try:
+            ours_down = timed_calls(emitter.emit, runs(builder, args.down_events // 3 + 1)[: args.down_events])
+        finally:
+            drainer.terminate()
+            drainer.join()
+        client = OpenLineageClient(transport=HttpTransport(HttpConfig(url=down_url, timeout=5.0)))
+        plain_down = timed_calls(client.emit, runs(builder, args.plain_down_events)[: args.plain_down_events])
 
-        # outbox, backend up, drainer delivering concurrently
-        up_path = Path(tmp) / "up.sqlite"
-        emitter = LineageEmitter(up_path, url)
-        drainer = start_drainer(up_path, url)
-        up = timed_calls(emitter.emit, events(builder, args.events))
-        wait_delivered(up_path, args.events)
-        drainer.terminate()
-
-    # plain openlineage-python HTTP transport, backend up: latency and throughput (it sends inline)
-    client = OpenLineageClient(transport=HttpTransport(HttpConfig(url=url, timeout=5.0)))
-    t0 = time.perf_counter()
-    plain_up = timed_calls(client.emit, events(builder, args.events))
-    plain_rate = args.events / (time.perf_counter() - t0)
-    backend.down()
-    plain_down = timed_calls(client.emit, events(builder, args.plain_down_events))
-
-    rows.append(("emit p50, backend up", f"{pct(up, 50):.3f} ms", f"{pct(plain_up, 50):.3f} ms"))
-    rows.append(("emit p99, backend up", f"{pct(up, 99):.3f} ms", f"{pct(plain_up, 99):.3f} ms"))
-    rows.append(("emit p50, backend down", f"{pct(down, 50):.3f} ms", f"{pct(plain_down, 50):.1f} ms"))
-    rows.append(("emit p99, backend down", f"{pct(down, 99):.3f} ms", f"{pct(plain_down, 99):.1f} ms"))
-    rows.append(("delivery rate (events/s)", f"{drain_rate:.0f} (drain)", f"{plain_rate:.0f} (inline)"))
-    print(f"{args.events} events ({args.plain_down_events} for the plain transport with the backend down)")
-    print(f"{'':<28} {'outbox':>18} {'plain http transport':>22}")
-    for name, ours, plain in rows:
-        print(f"{name:<28} {ours:>18} {plain:>22}")
-    print(f"drain / plain delivery rate: {drain_rate / plain_rate:.2f}")
+    med = {k: statistics.median(v) for k, v in rates.items()}
+    print(f"\nMarquez {url}: {args.rounds} rounds of {3 * args.runs} events ({args.runs} runs), medians")
+    print(f"{'delivery into Marquez':<38} {'events/s':>10} {'vs plain':>9}")
+    for name, label in (
+        ("plain", "plain openlineage-python HTTP, inline"),
+        ("drain-1", "outbox drainer, 1 worker"),
+        (f"drain-{workers}", f"outbox drainer, {workers} workers"),
+    ):
+        print(f"{label:<38} {med[name]:>10.1f} {med[name] / med['plain']:>8.2f}x")
+    print(f"\n{'emit call, Marquez down':<38} {'p50':>10} {'p99':>10}")
+    print(f"{'outbox (durable enqueue)':<38} {pct(ours_down, 50):>8.3f}ms {pct(ours_down, 99):>8.3f}ms")
+    print(f"{'plain HTTP transport':<38} {pct(plain_down, 50):>8.1f}ms {pct(plain_down, 99):>8.1f}ms")
+    print(f"({len(ours_down)} outbox calls, a drainer process retrying meanwhile; {len(plain_down)} plain calls)")
 
 
 if __name__ == "__main__":

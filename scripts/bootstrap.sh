@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything lineage-lab needs on a fresh Debian machine, idempotently:
-#   system packages (Java 17 JDK, Maven, PostgreSQL, Node.js), the Dagster venv (.venv), the PyFlink venv (.venv-flink)
-#   and the JVM artifacts of infra/artifacts.toml (resolved by Maven into ~/.cache/lineage-lab/jars).
+#   system packages (Java 17 JDK, Maven, PostgreSQL, Node.js, Chromium), the Dagster venv (.venv), the PyFlink venv
+#   (.venv-flink) and the JVM artifacts of infra/artifacts.toml (resolved by Maven into ~/.cache/lineage-lab/jars).
 # Re-running it only does what changed. Both README commands call it first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +16,7 @@ command -v javac >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)  # javac:
 command -v mvn >/dev/null 2>&1 || missing+=(maven)
 ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing+=(postgresql)
 command -v node >/dev/null 2>&1 || missing+=(nodejs)  # Marquez's web UI server
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)  # the UI tests' browser (Playwright drives it)
 if ((${#missing[@]})); then
   if [[ $(id -u) -ne 0 ]]; then
     die "missing system packages: ${missing[*]}. Install them (sudo apt-get install -y ${missing[*]}) and rerun."

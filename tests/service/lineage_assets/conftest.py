@@ -5,11 +5,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import sqlite3
+from urllib.parse import quote
 
 import dagster as dg
 import pytest
+import requests
 
 from lineage_assets.lineage.identity import Pipeline
+from lineage_assets.lineage.marquez import MarquezClient
 from lineage_assets.lineage.outbox import Drainer, Outbox
 from lineage_assets.resources import LineageResource, build_resources
 
@@ -21,6 +24,16 @@ TEST_JOB_NAMESPACE = "lineage-lab-tests"
 def pipeline_for_tests(settings) -> Pipeline:
     """The pipeline's identities with its jobs in TEST_JOB_NAMESPACE (datasets unchanged)."""
     return Pipeline.from_settings(dataclasses.replace(settings, openlineage_namespace=TEST_JOB_NAMESPACE))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def forget_test_jobs(settings):
+    """After each module, the jobs it ran in TEST_JOB_NAMESPACE are deleted (hidden) in Marquez, so the shared
+    Marquez shows the pipeline's own graph again (its UI would draw a test's failed sink beside the real one)."""
+    yield
+    api = f"{settings.marquez_url}/api/v1/namespaces/{quote(TEST_JOB_NAMESPACE, safe='')}/jobs"
+    for job in MarquezClient(settings.marquez_url).jobs(TEST_JOB_NAMESPACE):
+        requests.delete(f"{api}/{quote(job['name'], safe='')}", timeout=10)
 
 
 def deliver(lineage: LineageResource, timeout: float = 60) -> None:
