@@ -95,6 +95,11 @@ class StackSettings:
                 values[f.name] = raw
         return cls(**values)  # type: ignore[arg-type]
 
+    def as_env(self) -> dict[str, str]:
+        """These settings as LINEAGE_LAB_* variables, for child processes that run lineage-lab code themselves
+        (the lineage drainer, Dagster): they then serve this deployment, not the defaults."""
+        return {ENV_PREFIX + f.name.upper(): str(getattr(self, f.name)) for f in fields(self)}
+
     # Directories -------------------------------------------------------------------------------------------
     @property
     def logs_dir(self) -> Path:

@@ -41,7 +41,7 @@ class DagsterDev(Service):
                 "-p",
                 str(self.settings.dagster_port),
             ],
-            env={"DAGSTER_HOME": str(self.dagster_home)},
+            env={**self.settings.as_env(), "DAGSTER_HOME": str(self.dagster_home)},
             cwd=REPO_ROOT,
         )
 

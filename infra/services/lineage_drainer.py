@@ -22,7 +22,7 @@ class LineageDrainer(Service):
 
     def launch(self) -> Launch:
         cli = Path(sys.executable).with_name("lineage-lab")
-        return Launch([str(cli), "lineage", "drain"])
+        return Launch([str(cli), "lineage", "drain"], env=self.settings.as_env())
 
     def is_healthy(self) -> bool:
         # no port: healthy while its process runs and the outbox it serves exists

@@ -28,3 +28,10 @@ def test_endpoints_follow_ports():
     s = StackSettings.from_env({"LINEAGE_LAB_SCHEMA_REGISTRY_PORT": "18085", "LINEAGE_LAB_HOST": "10.0.0.5"})
     assert s.schema_registry_url == "http://10.0.0.5:18085/apis/ccompat/v7"
     assert s.jdbc_url("marquez") == "jdbc:postgresql://10.0.0.5:15432/marquez"
+
+
+def test_settings_travel_to_child_processes_as_environment():
+    import dataclasses
+
+    custom = dataclasses.replace(StackSettings(), home=Path("/tmp/elsewhere"), marquez_port=15000)
+    assert StackSettings.from_env(custom.as_env()) == custom
