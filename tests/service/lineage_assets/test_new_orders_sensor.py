@@ -1,0 +1,104 @@
+"""Orders with yesterday's and today's bid_time go the real way (Postgres -> Debezium -> Kafka -> iceberg-ingestion
+-> Iceberg): the supplier_stats sensor then requests exactly those two days, once; a tick without a new snapshot
+requests nothing, and a restarted Dagster (the same stored cursor) requests nothing twice."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+import uuid
+from decimal import Decimal
+
+import dagster as dg
+import pytest
+from pyiceberg.expressions import In
+
+from lineage_assets.definitions import defs
+from lineage_assets.lineage.identity import Pipeline
+from lineage_assets.main_run import STREAMING
+from lineage_assets.metadata import asset_key
+from lineage_assets.source.orders import ensure_table
+from lineage_assets.spark.new_orders_sensor import build_supplier_stats_partition_sensor
+
+
+@pytest.fixture(scope="module")
+def pipeline(settings):
+    return Pipeline.from_settings(settings)
+
+
+@pytest.fixture(scope="module")
+def deployed(pipeline):
+    """The source side and iceberg-ingestion running (a no-op when they already run)."""
+    keys = [asset_key(pipeline.dataset(k)) for k in STREAMING if k != "kafka_supplier_stats"]
+    result = dg.materialize(
+        [*defs.assets], selection=dg.AssetSelection.assets(*keys), resources=defs.resources, raise_on_error=False
+    )
+    assert result.success
+
+
+def tick(sensor, instance, cursor: str | None):
+    with dg.build_sensor_context(instance=instance, cursor=cursor, resources=defs.resources) as ctx:
+        result = sensor(ctx)
+    if isinstance(result, dg.SkipReason):
+        return [], cursor
+    return list(result.run_requests or []), result.cursor
+
+
+def test_new_orders_request_exactly_their_days_once(settings, pipeline, deployed):
+    sensor = build_supplier_stats_partition_sensor(pipeline, name="test_new_orders_sensor")
+    orders = pipeline.dataset("iceberg_orders")
+    key = asset_key(orders)
+    table = defs.resources["iceberg"].catalog().load_table(orders.symlinks[0].name)
+    with dg.DagsterInstance.ephemeral() as instance:
+
+        def flink_sensor_reports_a_snapshot():
+            snapshot = table.refresh().current_snapshot()
+            snapshot_id = str(snapshot.snapshot_id) if snapshot else "none"
+            instance.report_runless_asset_event(
+                dg.AssetMaterialization(asset_key=key, metadata={"iceberg/snapshot_id": snapshot_id})
+            )
+
+        flink_sensor_reports_a_snapshot()
+        requests, cursor = tick(sensor, instance, None)
+        assert requests == [], "the first tick starts watching from the current snapshot"
+
+        now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+        today, yesterday = now.date(), (now - dt.timedelta(days=1)).date()
+        ids = [f"sensor-{uuid.uuid4()}" for _ in range(6)]
+        rows = [
+            (i, "Alice", "Lamp", "12.50", dt.datetime.combine(d, dt.time(12)))
+            for i, d in zip(ids, [yesterday, today] * 3, strict=True)
+        ]
+        with defs.resources["source_db"].connect() as conn:
+            ensure_table(conn)
+            with conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO public.orders (order_id, supplier, item, price, bid_time) VALUES (%s, %s, %s, %s, %s)",
+                    rows,
+                )
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            found = table.refresh().scan(row_filter=In("order_id", ids), selected_fields=("order_id", "price"))
+            arrow = found.to_arrow()
+            if arrow.num_rows == len(ids):
+                break
+            time.sleep(2)
+        assert arrow.num_rows == len(ids), "the orders did not reach Iceberg in 3 minutes"
+        assert set(arrow.column("price").to_pylist()) == {Decimal("12.50")}
+
+        flink_sensor_reports_a_snapshot()
+        requests, cursor = tick(sensor, instance, cursor)
+        assert sorted(r.partition_key for r in requests) == [yesterday.isoformat(), today.isoformat()]
+        assert all(r.asset_selection == [asset_key(pipeline.dataset("iceberg_supplier_stats"))] for r in requests)
+        assert len({r.run_key for r in requests}) == 2
+
+        assert tick(sensor, instance, cursor)[0] == [], "no new materialization: nothing requested"
+        flink_sensor_reports_a_snapshot()  # a materialization without a new snapshot
+        requests, cursor = tick(sensor, instance, cursor)
+        assert requests == [], "no new snapshot: nothing requested"
+
+    # a restarted Dagster: a new instance, the sensor's stored cursor, a fresh report of the same snapshot
+    with dg.DagsterInstance.ephemeral() as restarted:
+        restarted.report_runless_asset_event(dg.AssetMaterialization(asset_key=key))
+        requests, _ = tick(sensor, restarted, cursor)
+        assert requests == [], "after a restart nothing is requested twice"

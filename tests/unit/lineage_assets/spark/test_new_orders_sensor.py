@@ -1,0 +1,41 @@
+"""Which supplier_stats days new Iceberg snapshots touched: read from each snapshot's partition summary along the
+snapshot chain since the last one handled."""
+
+import pytest
+
+from lineage_assets.spark.new_orders_sensor import (
+    PartitionSummaryMissing,
+    SnapshotInfo,
+    days_changed,
+    snapshots_since,
+)
+
+
+def summary(*days: str) -> dict[str, str]:
+    out = {"changed-partition-count": str(len(days)), "partition-summaries-included": "true"}
+    out.update({f"partitions.bid_time_day={d}": "added-data-files=1,added-records=3" for d in days})
+    return out
+
+
+def test_days_come_from_the_partition_summary():
+    assert days_changed(summary("2026-11-22", "2026-11-23"), "bid_time_day") == {"2026-11-22", "2026-11-23"}
+    assert days_changed({"changed-partition-count": "0"}, "bid_time_day") == set()
+    assert days_changed({**summary(), "partitions.bid_time_day=null": "x"}, "bid_time_day") == set()
+
+
+def test_a_summary_without_partitions_is_an_error_that_says_why():
+    with pytest.raises(PartitionSummaryMissing, match=r"write\.summary\.partition-limit"):
+        days_changed({"changed-partition-count": "500"}, "bid_time_day")
+
+
+def test_only_the_snapshots_after_the_last_handled_one_oldest_first():
+    chain = [
+        SnapshotInfo(1, None, summary("2026-11-20")),
+        SnapshotInfo(2, 1, summary("2026-11-21")),
+        SnapshotInfo(3, 2, summary("2026-11-22")),
+        SnapshotInfo(9, 1, summary("1999-01-01")),  # an expired branch: not on the chain
+    ]
+    assert [s.snapshot_id for s in snapshots_since(chain, 3, 1)] == [2, 3]
+    assert [s.snapshot_id for s in snapshots_since(chain, 3, None)] == [1, 2, 3]
+    assert snapshots_since(chain, 3, 3) == []
+    assert snapshots_since(chain, None, None) == []
