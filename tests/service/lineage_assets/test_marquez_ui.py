@@ -53,7 +53,7 @@ def test_orders_lineage_page_draws_the_pipeline(settings):
     wait_for_jobs(settings, jobs)
 
     orders = pipeline.dataset("kafka_orders")
-    url = f"{lineage_page(settings.marquez_web_url, orders.namespace, orders.name)}?depth={DEPTH}"
+    url = lineage_page(settings.marquez_web_url, orders.namespace, orders.name, depth=DEPTH)
     SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
