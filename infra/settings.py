@@ -62,6 +62,8 @@ class StackSettings:
     openlineage_namespace: str = "lineage-lab"
     # runs the lineage drainer delivers to Marquez at once (each run's events stay in order)
     lineage_drain_workers: int = 4
+    # share of a source topic's new records that may go to a dead-letter topic before its asset check fails
+    dead_letter_max_share: float = 0.01
 
     # JVM heap caps (MiB) sized so that the whole stack plus Dagster fits a 2-core, 24 GiB machine.
     kafka_heap_mb: int = 512
@@ -89,6 +91,11 @@ class StackSettings:
                     raise SettingsError(
                         f"{ENV_PREFIX}{f.name.upper()}={raw!r} is not a whole number; set it to a port or size"
                     ) from exc
+            elif f.type in ("float", float):
+                try:
+                    values[f.name] = float(raw)
+                except ValueError as exc:
+                    raise SettingsError(f"{ENV_PREFIX}{f.name.upper()}={raw!r} is not a number, e.g. 0.01") from exc
             elif f.type in ("Path", Path):
                 values[f.name] = Path(raw).expanduser().resolve()
             else:

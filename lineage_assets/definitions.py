@@ -12,6 +12,7 @@ from lineage_assets.connect.sensor import build_connector_sensor
 from lineage_assets.flink.iceberg_ingestion import build_iceberg_ingestion_asset
 from lineage_assets.flink.sensor import build_flink_job_sensor
 from lineage_assets.flink.supplier_stats import build_supplier_stats_stream_asset
+from lineage_assets.kafka.dead_letter_monitor import build_dead_letter_sensor, build_dead_letter_share_check
 from lineage_assets.kafka.dead_letters import build_dead_letter_specs
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.resources import build_resources
@@ -30,13 +31,14 @@ defs = dg.Definitions(
         build_supplier_stats_asset(pipeline),
         *build_dead_letter_specs(pipeline),
     ],
-    asset_checks=build_lineage_checks(pipeline, settings),
+    asset_checks=[*build_lineage_checks(pipeline, settings), build_dead_letter_share_check(pipeline, settings)],
     jobs=[generate_orders_job, build_verify_job(settings)],
     schedules=[build_streaming_checks_schedule(pipeline)],
     sensors=[
         build_connector_sensor(pipeline),
         build_flink_job_sensor(pipeline, settings),
         build_supplier_stats_partition_sensor(pipeline),
+        build_dead_letter_sensor(pipeline),
     ],
     resources=build_resources(settings),
 )
