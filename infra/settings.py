@@ -64,6 +64,8 @@ class StackSettings:
     lineage_drain_workers: int = 4
     # share of a source topic's new records that may go to a dead-letter topic before its asset check fails
     dead_letter_max_share: float = 0.01
+    # minutes without new data after which a streaming output is late in Dagster's freshness status
+    streaming_fresh_minutes: int = 15
 
     # JVM heap caps (MiB) sized so that the whole stack plus Dagster fits a 2-core, 24 GiB machine.
     kafka_heap_mb: int = 512

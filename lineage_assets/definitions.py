@@ -18,6 +18,7 @@ from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.resources import build_resources
 from lineage_assets.source.generator import generate_orders_job
 from lineage_assets.spark.new_orders_sensor import build_supplier_stats_partition_sensor
+from lineage_assets.spark.schedules import build_finalise_yesterday_schedule
 from lineage_assets.spark.supplier_stats import build_supplier_stats_asset
 
 settings = StackSettings.from_env()
@@ -33,7 +34,7 @@ defs = dg.Definitions(
     ],
     asset_checks=[*build_lineage_checks(pipeline, settings), build_dead_letter_share_check(pipeline, settings)],
     jobs=[generate_orders_job, build_verify_job(settings)],
-    schedules=[build_streaming_checks_schedule(pipeline)],
+    schedules=[build_streaming_checks_schedule(pipeline), build_finalise_yesterday_schedule(pipeline)],
     sensors=[
         build_connector_sensor(pipeline),
         build_flink_job_sensor(pipeline, settings),

@@ -5,6 +5,7 @@ import dagster as dg
 
 from infra.settings import StackSettings
 from lineage_assets.connect.configs import config_version, render_connector
+from lineage_assets.freshness import streaming_output
 from lineage_assets.kafka.topics import TopicSpec, ensure_topic
 from lineage_assets.lineage.identity import DEAD_LETTER_TOPICS, Pipeline
 from lineage_assets.metadata import asset_key, identity_metadata
@@ -70,6 +71,7 @@ def build_connect_assets(pipeline: Pipeline, settings: StackSettings) -> list[dg
         owners=OWNERS,
         group_name="source",
         metadata=identity_metadata(pipeline, archive),
+        freshness_policy=streaming_output(settings),
     )
     def orders_archive(
         kafka: KafkaResource, connect: ConnectResource, object_store: ObjectStoreResource

@@ -17,6 +17,8 @@ from lineage_assets.lineage.identity import Column, Pipeline
 from lineage_assets.metadata import asset_key
 from lineage_assets.resources import ConnectResource, KafkaResource, LineageResource, ObjectStoreResource
 
+#: cursor entry holding how many archive objects the last tick saw
+ARCHIVE_CURSOR = "_archive_objects"
 # connector name -> its OpenLineage job (identity module); the pipeline's connectors carry their job's name
 CONNECTORS = {SOURCE_CONNECTOR: SOURCE_CONNECTOR, SINK_CONNECTOR: SINK_CONNECTOR}
 
@@ -130,6 +132,11 @@ def build_connector_sensor(
                 },
             ),
         ]
+        if objects > cursor.get(ARCHIVE_CURSOR, 0):
+            # new objects in the archive: a materialization, so its freshness policy sees the sink still writing
+            facts = next(o.metadata for o in observations if o.asset_key == archive_key)
+            observations.append(dg.AssetMaterialization(asset_key=archive_key, metadata=facts))
+        cursor[ARCHIVE_CURSOR] = objects
         return dg.SensorResult(asset_events=observations, cursor=json.dumps(cursor))
 
     return connector_sensor

@@ -19,6 +19,7 @@ from lineage_assets.flink.deploy import (
 )
 from lineage_assets.flink.runs import ENGINE
 from lineage_assets.flink.tables import ensure_orders_table
+from lineage_assets.freshness import streaming_output
 from lineage_assets.kafka.topics import TopicSpec, ensure_topic
 from lineage_assets.lineage.events import EventBuilder, RunState, run_id_for
 from lineage_assets.lineage.identity import DEAD_LETTER_TOPICS, Pipeline
@@ -47,6 +48,7 @@ def build_iceberg_ingestion_asset(pipeline: Pipeline, settings: StackSettings) -
         owners=["team:data-platform"],
         group_name="streaming",
         metadata=identity_metadata(pipeline, target),
+        freshness_policy=streaming_output(settings),
     )
     def iceberg_orders(
         context: dg.AssetExecutionContext,

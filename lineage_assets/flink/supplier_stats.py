@@ -25,6 +25,7 @@ from lineage_assets.flink.deploy import (
 )
 from lineage_assets.flink.listener import ListenerLog, with_declared_datasets
 from lineage_assets.flink.runs import ENGINE
+from lineage_assets.freshness import streaming_output
 from lineage_assets.kafka.topics import TopicSpec, end_offsets, ensure_topic
 from lineage_assets.lineage.events import EventBuilder, RunState, run_id_for
 from lineage_assets.lineage.identity import DEAD_LETTER_TOPICS, Pipeline
@@ -58,6 +59,7 @@ def build_supplier_stats_stream_asset(pipeline: Pipeline, settings: StackSetting
         owners=["team:data-platform"],
         group_name="streaming",
         metadata=identity_metadata(pipeline, target),
+        freshness_policy=streaming_output(settings),
     )
     def kafka_supplier_stats(
         context: dg.AssetExecutionContext,

@@ -4,6 +4,7 @@ written to Iceberg default.supplier_stats. Daily partitions: materializing a day
 import dagster as dg
 
 from infra.services.iceberg_catalog import CATALOG_NAME
+from lineage_assets.freshness import daily_batch
 from lineage_assets.lineage.dagster_runs import dagster_parent_run
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.metadata import asset_key, column_lineage, identity_metadata, table_schema
@@ -65,6 +66,7 @@ def build_supplier_stats_asset(pipeline: Pipeline) -> dg.AssetsDefinition:
         owners=["team:data-platform"],
         group_name="batch",
         metadata=identity_metadata(pipeline, target),
+        freshness_policy=daily_batch(),
     )
     def supplier_stats(
         context: dg.AssetExecutionContext,
