@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import sqlite3
+import time
+from collections.abc import Callable
 from urllib.parse import quote
 
 import dagster as dg
@@ -34,6 +36,21 @@ def forget_test_jobs(settings):
     api = f"{settings.marquez_url}/api/v1/namespaces/{quote(TEST_JOB_NAMESPACE, safe='')}/jobs"
     for job in MarquezClient(settings.marquez_url).jobs(TEST_JOB_NAMESPACE):
         requests.delete(f"{api}/{quote(job['name'], safe='')}", timeout=10)
+
+
+def wait_until_quiet(read: Callable[[], object], what: str, quiet: float = 15.0, timeout: float = 180.0) -> None:
+    """Wait until ``read()`` has not changed for ``quiet`` seconds (longer than a Flink checkpoint): a job deployed
+    just now first works through its topic's backlog, which may hold records of earlier tests."""
+    deadline = time.monotonic() + timeout
+    last, since = read(), time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(1)
+        now = read()
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= quiet:
+            return
+    pytest.fail(f"{what} kept changing for {timeout:.0f} s (last: {last})")
 
 
 def deliver(lineage: LineageResource, timeout: float = 60) -> None:

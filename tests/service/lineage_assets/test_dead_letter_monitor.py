@@ -22,6 +22,7 @@ from lineage_assets.kafka.topics import end_offsets
 from lineage_assets.lineage.identity import DEAD_LETTER_TOPICS, Pipeline
 from lineage_assets.main_run import STREAMING
 from lineage_assets.metadata import asset_key
+from tests.service.lineage_assets.conftest import wait_until_quiet
 
 GOOD, POISON = 1000, 50
 
@@ -58,21 +59,6 @@ def produce(settings) -> None:
     assert producer.flush(30) == 0
 
 
-def settled(settings, topics: set[str], quiet: float = 15.0, timeout: float = 180.0) -> None:
-    """Wait until no dead-letter topic grew for ``quiet`` seconds (longer than a Flink checkpoint): a job deployed
-    just now first works through the topic's backlog, which may hold poison of earlier tests."""
-    deadline = time.monotonic() + timeout
-    last, since = None, time.monotonic()
-    while time.monotonic() < deadline:
-        now = {t: sum(end_offsets(settings.kafka_bootstrap, t).values()) for t in topics}
-        if now != last:
-            last, since = now, time.monotonic()
-        elif time.monotonic() - since >= quiet:
-            return
-        time.sleep(1)
-    pytest.fail(f"the dead-letter topics kept growing for {timeout:.0f} s: {last}")
-
-
 def tick(sensor, instance, cursor):
     with dg.build_sensor_context(instance=instance, cursor=cursor, resources=defs.resources) as ctx:
         result = sensor(ctx)
@@ -84,7 +70,9 @@ def tick(sensor, instance, cursor):
 def test_poison_is_counted_by_reason_and_the_share_check_uses_the_threshold(settings, pipeline, deployed):
     sensor = build_dead_letter_sensor(pipeline, name="test_dead_letter_sensor")
     topics = set(DEAD_LETTER_TOPICS.values())
-    settled(settings, topics)
+    wait_until_quiet(
+        lambda: {t: sum(end_offsets(settings.kafka_bootstrap, t).values()) for t in topics}, "the dead-letter topics"
+    )
     with dg.DagsterInstance.ephemeral() as instance:
         events, cursor = tick(sensor, instance, None)
         assert events == [], "the first look only notes where each topic is"

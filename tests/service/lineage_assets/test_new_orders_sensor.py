@@ -19,6 +19,7 @@ from lineage_assets.main_run import STREAMING
 from lineage_assets.metadata import asset_key
 from lineage_assets.source.orders import ensure_table
 from lineage_assets.spark.new_orders_sensor import build_supplier_stats_partition_sensor
+from tests.service.lineage_assets.conftest import wait_until_quiet
 
 
 @pytest.fixture(scope="module")
@@ -36,22 +37,6 @@ def deployed(pipeline):
     assert result.success
 
 
-def settled(table, quiet: float = 15.0, timeout: float = 180.0) -> None:
-    """Wait until the table got no snapshot for ``quiet`` seconds (longer than a checkpoint): a job deployed just now
-    first commits the topic's backlog, whose days are not this test's."""
-    deadline = time.monotonic() + timeout
-    last, since = object(), time.monotonic()
-    while time.monotonic() < deadline:
-        snapshot = table.refresh().current_snapshot()
-        now = snapshot.snapshot_id if snapshot else None
-        if now != last:
-            last, since = now, time.monotonic()
-        elif time.monotonic() - since >= quiet:
-            return
-        time.sleep(1)
-    pytest.fail(f"iceberg-ingestion kept committing for {timeout:.0f} s")
-
-
 def tick(sensor, instance, cursor: str | None):
     with dg.build_sensor_context(instance=instance, cursor=cursor, resources=defs.resources) as ctx:
         result = sensor(ctx)
@@ -65,7 +50,7 @@ def test_new_orders_request_exactly_their_days_once(settings, pipeline, deployed
     orders = pipeline.dataset("iceberg_orders")
     key = asset_key(orders)
     table = defs.resources["iceberg"].catalog().load_table(orders.symlinks[0].name)
-    settled(table)
+    wait_until_quiet(lambda: getattr(table.refresh().current_snapshot(), "snapshot_id", None), "Iceberg orders")
     with dg.DagsterInstance.ephemeral() as instance:
 
         def flink_sensor_reports_a_snapshot():
