@@ -85,12 +85,7 @@ def read_since(bootstrap: str, topic: str, start: dict[int, int], timeout: float
 
 
 def build_dead_letter_sensor(pipeline: Pipeline, name: str = "dead_letter_sensor") -> dg.SensorDefinition:
-    watched = {
-        job: pipeline.dataset(k)
-        for job in DEAD_LETTER_TOPICS
-        for k in pipeline.job(job).outputs
-        if pipeline.dataset(k).name == DEAD_LETTER_TOPICS[job]
-    }
+    watched = {job: pipeline.dead_letter_dataset(job) for job in DEAD_LETTER_TOPICS}
 
     @dg.sensor(
         name=name,
@@ -141,11 +136,7 @@ def build_dead_letter_share_check(pipeline: Pipeline, settings: StackSettings) -
     """On the source topic: every dead-letter topic fed from it stays under the allowed share."""
     source = pipeline.dataset("kafka_orders")
     letters = [
-        pipeline.dataset(k)
-        for job in DEAD_LETTER_TOPICS
-        if source.key in pipeline.job(job).inputs
-        for k in pipeline.job(job).outputs
-        if pipeline.dataset(k).name == DEAD_LETTER_TOPICS[job]
+        pipeline.dead_letter_dataset(job) for job in DEAD_LETTER_TOPICS if source.key in pipeline.job(job).inputs
     ]
     limit = settings.dead_letter_max_share
 

@@ -12,7 +12,7 @@ def build_dead_letter_specs(pipeline: Pipeline) -> list[dg.AssetSpec]:
     specs = []
     for job_name in DEAD_LETTER_TOPICS:
         job = pipeline.job(job_name)
-        (ds,) = [pipeline.dataset(k) for k in job.outputs if pipeline.dataset(k).name == DEAD_LETTER_TOPICS[job_name]]
+        ds = pipeline.dead_letter_dataset(job_name)
         specs.append(
             dg.AssetSpec(
                 key=asset_key(ds),

@@ -392,6 +392,11 @@ class Pipeline:
                 return ds
         raise KeyError(f"no dataset has asset key {wanted}")
 
+    def dead_letter_dataset(self, job: str) -> Dataset:
+        """The dataset of the topic where ``job`` puts what it could not process (one of its outputs)."""
+        (ds,) = [self.dataset(k) for k in self.job(job).outputs if self.dataset(k).name == DEAD_LETTER_TOPICS[job]]
+        return ds
+
     def upstream(self, key: str) -> tuple[str, ...]:
         """Dataset keys the producer of ``key`` reads: the dataset's upstream edges."""
         producer = self.jobs.get(self.dataset(key).producer)
