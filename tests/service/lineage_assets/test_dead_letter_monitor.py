@@ -22,6 +22,7 @@ from lineage_assets.kafka.topics import end_offsets
 from lineage_assets.lineage.identity import DEAD_LETTER_TOPICS, Pipeline
 from lineage_assets.main_run import STREAMING
 from lineage_assets.metadata import asset_key
+from lineage_assets.source.generator import generate_orders_job
 from tests.service.lineage_assets.conftest import wait_until_quiet
 
 GOOD, POISON = 1000, 50
@@ -34,12 +35,22 @@ def pipeline(settings):
 
 @pytest.fixture(scope="module")
 def deployed(pipeline):
-    """Both connectors and both Flink jobs running (a no-op when they already run)."""
+    """Both connectors and both Flink jobs running (a no-op when they already run), and the orders' Avro schema
+    registered (Debezium registers it with the first order it captures)."""
     keys = [asset_key(pipeline.dataset(k)) for k in STREAMING]
     result = dg.materialize(
         [*defs.assets], selection=dg.AssetSelection.assets(*keys), resources=defs.resources, raise_on_error=False
     )
     assert result.success
+    registry = SchemaRegistryClient({"url": defs.resources["kafka"].schema_registry_url})
+    if "orders-value" not in registry.get_subjects():
+        run = generate_orders_job.execute_in_process(
+            run_config={"ops": {"generate_orders": {"config": {"count": 1}}}}, resources=defs.resources
+        )
+        assert run.success
+        deadline = time.monotonic() + 60
+        while "orders-value" not in registry.get_subjects() and time.monotonic() < deadline:
+            time.sleep(1)
 
 
 def produce(settings) -> None:
@@ -91,9 +102,7 @@ def test_poison_is_counted_by_reason_and_the_share_check_uses_the_threshold(sett
         observed = {e.asset_key: e.metadata for e in events}
         assert len(events) == len(topics), "one observation per dead-letter topic"
         for job, topic in DEAD_LETTER_TOPICS.items():
-            (key,) = [
-                asset_key(pipeline.dataset(k)) for k in pipeline.job(job).outputs if pipeline.dataset(k).name == topic
-            ]
+            key = asset_key(pipeline.dead_letter_dataset(job))
             meta = observed[key]
             assert meta["new_dead_letters"].value == POISON, topic
             by_reason = meta["by_reason"].value
