@@ -64,8 +64,11 @@ class StackSettings:
     lineage_drain_workers: int = 4
     # share of a source topic's new records that may go to a dead-letter topic before its asset check fails
     dead_letter_max_share: float = 0.01
-    # minutes without new data after which a streaming output is late in Dagster's freshness status
+    # minutes after which a streaming output is late in Dagster's freshness status when its job neither wrote new
+    # data nor was seen running and caught up with its input
     streaming_fresh_minutes: int = 15
+    # Dagster runs the stack's daemon runs at once (Spark runs are further limited to one by their pool)
+    dagster_max_concurrent_runs: int = 2
 
     # JVM heap caps (MiB) sized so that the whole stack plus Dagster fits a 2-core, 24 GiB machine.
     kafka_heap_mb: int = 512

@@ -36,7 +36,7 @@ defs = dg.Definitions(
     jobs=[generate_orders_job, build_verify_job(settings)],
     schedules=[build_streaming_checks_schedule(pipeline), build_finalise_yesterday_schedule(pipeline)],
     sensors=[
-        build_connector_sensor(pipeline),
+        build_connector_sensor(pipeline, settings=settings),
         build_flink_job_sensor(pipeline, settings),
         build_supplier_stats_partition_sensor(pipeline),
         build_dead_letter_sensor(pipeline),

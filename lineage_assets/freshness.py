@@ -1,8 +1,10 @@
 """How fresh each output must be, in Dagster's freshness model (evaluated by the daemon `dagster dev` runs).
 
-The streaming outputs count as fresh while new data keeps arriving: their sensors record a materialization when
-it does (a new Iceberg snapshot, new records in the output topic, new archive objects), so a stopped Flink job or
-connector turns its output late within the window. The daily supplier_stats must be finalised early each day.
+The streaming outputs count as fresh while their job keeps them current: their sensors record a materialization
+when new data arrives (a new Iceberg snapshot, new records in the output topic, new archive objects), and, when no
+input came, once every half window while the job runs and has consumed all its input (its output is then as
+current as it can be). A stopped, failed or lagging Flink job or connector therefore turns its output late within
+the window, and a quiet topic does not. The daily supplier_stats must be finalised early each day.
 """
 
 import datetime as dt
@@ -24,3 +26,16 @@ def streaming_output(settings: StackSettings) -> dg.FreshnessPolicy:
 def daily_batch() -> dg.FreshnessPolicy:
     """Materialized between midnight and 02:00 UTC every day (the finalising run starts at 00:30)."""
     return dg.FreshnessPolicy.cron(deadline_cron="0 2 * * *", lower_bound_delta=dt.timedelta(hours=2), timezone="UTC")
+
+
+def caught_up_materialization_due(last_materialized: float | None, now: float, settings: StackSettings) -> bool:
+    """Whether a running job that has consumed all its input should record a materialization now: when its output
+    has none yet or its last one is half a freshness window old (so a quiet input never makes it late)."""
+    half_window = settings.streaming_fresh_minutes * 60 / 2
+    return last_materialized is None or now - last_materialized >= half_window
+
+
+#: metadata key saying why a streaming output was materialized
+REASON = "freshness/reason"
+NEW_DATA = "new data in the output"
+CAUGHT_UP = "no new data: job running and caught up with its input"

@@ -1,7 +1,9 @@
 """The main job: the whole pipeline against the running stack, recorded in the stack's Dagster instance so every
-step shows in the UI. Deploys the source and streaming assets, turns the sensors on, generates orders, waits until
-Flink has committed them to Iceberg, materializes today's supplier_stats, runs every asset check and the drift
-report, and prints where to look. ``lineage-lab pipeline run`` (and so ``scripts/run.sh``) calls it.
+step shows in the UI. Deploys the source and streaming assets, makes sure every sensor and schedule is on,
+generates orders, waits until Flink has committed them to Iceberg and until the new-orders sensor has had today's
+supplier_stats computed by Spark (the batch side runs on its own, as it will after this job ends), runs every
+asset check and the drift report, and prints where to look. ``lineage-lab pipeline run`` (and so
+``scripts/run.sh``) calls it.
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ from lineage_assets.metadata import asset_key
 #: what the main job deploys (identity-module dataset keys): everything but the batch table, which it then fills
 STREAMING = ("source_orders", "kafka_orders", "archive_orders", "iceberg_orders", "kafka_supplier_stats")
 BATCH = "iceberg_supplier_stats"
-SENSORS = ("connector_sensor", "flink_job_sensor")
+#: the sensor that requests supplier_stats for the days new Iceberg snapshots touched
+BATCH_SENSOR = "supplier_stats_new_orders_sensor"
+FINISHED = (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
 
 
 class PipelineError(RuntimeError):
@@ -42,14 +46,13 @@ def run_pipeline(settings: StackSettings, orders: int = 200, log: Callable[[str]
     everything = [*defs.assets, *defs.asset_checks]
     resources = defs.resources
 
-    def materialize(keys: list[str], what: str, partition: str | None = None) -> dg.ExecuteInProcessResult:
+    def materialize(keys: list[str], what: str) -> dg.ExecuteInProcessResult:
         log(f"- {what}")
         result = dg.materialize(
             everything,
             selection=dg.AssetSelection.assets(*[asset_key(pipeline.dataset(k)) for k in keys]).without_checks(),
             instance=instance,
             resources=resources,
-            partition_key=partition,
             tags={"lineage-lab/step": what},
             raise_on_error=False,
         )
@@ -63,7 +66,7 @@ def run_pipeline(settings: StackSettings, orders: int = 200, log: Callable[[str]
         "deploy: source table, orders topic + CDC connector, archive "
         "sink, iceberg-ingestion and supplier-stats Flink jobs",
     )
-    _start_sensors(home, log)
+    _start_automation(home, log)
 
     log(f"- generate {orders} orders into the source table")
     job = defs.get_job_def("generate_orders_job")
@@ -83,9 +86,29 @@ def run_pipeline(settings: StackSettings, orders: int = 200, log: Callable[[str]
         300,
         "the generated orders did not reach Iceberg in 5 min; check `flink_job_sensor` and the Flink UI",
     )
+    committed = table.refresh().current_snapshot()
 
     today = dt.datetime.now(dt.UTC).date().isoformat()
-    materialize([BATCH], f"supplier_stats for {today} (PySpark over Iceberg)", partition=today)
+    log(f"- wait until {BATCH_SENSOR} has had supplier_stats for {today} computed from them (PySpark over Iceberg)")
+    batch_key = asset_key(pipeline.dataset(BATCH))
+    found: list[dg.RunRecord] = []
+
+    def batch_run_finished() -> bool:
+        found[:] = _runs_reading(instance, batch_key, today, committed.timestamp_ms / 1000)
+        return bool(found)
+
+    _wait(
+        batch_run_finished,
+        420,
+        f"no supplier_stats run for {today} finished within 7 min of the orders reaching Iceberg: is the Dagster "
+        f"daemon running (`lineage-lab stack status`) and {BATCH_SENSOR} on? Its ticks in the UI say why",
+    )
+    run = found[0].dagster_run
+    if run.status != dg.DagsterRunStatus.SUCCESS:
+        raise PipelineError(
+            f"supplier_stats for {today} ended {run.status.value} (run {run.run_id}); open it in the UI"
+        )
+    log(f"  run {run.run_id} ({run.tags.get('dagster/sensor_name', 'requested by hand')}) succeeded")
 
     log("- wait for the sensors' first lineage of both connectors")
     outbox = Outbox(settings.lineage_outbox)
@@ -144,20 +167,31 @@ Where to look:
     return not failed and report.ok
 
 
-def _start_sensors(home: Path, log: Callable[[str], None]) -> None:
+def _start_automation(home: Path, log: Callable[[str], None]) -> None:
+    """Every sensor and schedule on (they are on by default; this also restarts any that were stopped)."""
     dagster = Path(sys.executable).with_name("dagster")
     env = {**os.environ, "DAGSTER_HOME": str(home)}
-    for name in SENSORS:
+    for kind in ("sensor", "schedule"):
         result = subprocess.run(
-            [str(dagster), "sensor", "start", "-w", str(REPO_ROOT / "workspace.yaml"), name],
+            [str(dagster), kind, "start", "--start-all", "-w", str(REPO_ROOT / "workspace.yaml")],
             capture_output=True,
             text=True,
             env=env,
             cwd=REPO_ROOT,
             timeout=120,
         )
-        state = "on" if result.returncode == 0 else f"NOT started: {(result.stderr or result.stdout).strip()[-300:]}"
-        log(f"- sensor {name}: {state}")
+        if result.returncode != 0:
+            raise PipelineError(f"could not turn the {kind}s on: {(result.stderr or result.stdout).strip()[-300:]}")
+        log(f"- every {kind} on")
+
+
+def _runs_reading(instance: dg.DagsterInstance, key: dg.AssetKey, day: str, since: float) -> list[dg.RunRecord]:
+    """Finished runs of ``key`` for partition ``day`` that started after ``since`` (a Unix time), newest first: a
+    run started after a snapshot was committed reads the table with that snapshot's data."""
+    records = instance.get_run_records(
+        filters=dg.RunsFilter(tags={"dagster/partition": day}, statuses=list(FINISHED)), limit=50
+    )
+    return [r for r in records if key in (r.dagster_run.asset_selection or ()) and (r.start_time or 0) >= since]
 
 
 def _rows_since(table, since: dt.datetime) -> int:

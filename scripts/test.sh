@@ -17,6 +17,8 @@ if ! .venv/bin/lineage-lab stack status >/dev/null 2>&1; then
   started_here=1
   trap '.venv/bin/lineage-lab stack down || true' EXIT
 fi
+# a short freshness window, so the test that cancels a Flink job sees its output turn late in test time
+export LINEAGE_LAB_STREAMING_FRESH_MINUTES="${LINEAGE_LAB_STREAMING_FRESH_MINUTES:-2}"
 echo "== embedded stack"
 .venv/bin/lineage-lab stack up
 

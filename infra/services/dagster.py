@@ -9,6 +9,21 @@ from infra.services.base import Launch, Service, http_ok
 from infra.settings import REPO_ROOT
 
 
+def instance_config(max_concurrent_runs: int) -> str:
+    """The instance's dagster.yaml (rewritten at every start: the stack owns it). Runs and event logs in SQLite
+    under DAGSTER_HOME; telemetry off on a machine with no internet; runs go through the daemon's queue, at most
+    ``max_concurrent_runs`` at once, and every pool (the Spark runs' ``spark``) one run at a time."""
+    return f"""telemetry:
+  enabled: false
+concurrency:
+  runs:
+    max_concurrent_runs: {max_concurrent_runs}
+  pools:
+    granularity: run
+    default_limit: 1
+"""
+
+
 class DagsterDev(Service):
     name = "dagster"
     startup_timeout = 180.0
@@ -23,10 +38,7 @@ class DagsterDev(Service):
 
     def prepare(self) -> None:
         self.dagster_home.mkdir(parents=True, exist_ok=True)
-        config = self.dagster_home / "dagster.yaml"
-        if not config.exists():
-            # runs and event logs in SQLite under DAGSTER_HOME; telemetry off on a machine with no internet
-            config.write_text("telemetry:\n  enabled: false\n")
+        (self.dagster_home / "dagster.yaml").write_text(instance_config(self.settings.dagster_max_concurrent_runs))
 
     def launch(self) -> Launch:
         dagster = Path(sys.executable).with_name("dagster")

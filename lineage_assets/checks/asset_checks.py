@@ -125,7 +125,7 @@ def build_streaming_checks_schedule(pipeline: Pipeline) -> dg.ScheduleDefinition
         name="streaming_lineage_checks_every_5_minutes",
         job=job,
         cron_schedule="*/5 * * * *",
-        default_status=dg.DefaultScheduleStatus.STOPPED,
+        default_status=dg.DefaultScheduleStatus.RUNNING,
     )
 
 

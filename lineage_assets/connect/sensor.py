@@ -3,14 +3,17 @@ each connector's OpenLineage run in step with its real state (through the lineag
 
 import datetime as dt
 import json
+import time
 
 import dagster as dg
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 
+from infra.settings import StackSettings
 from lineage_assets.connect.assets import DLQ_TOPIC, ORDERS_TOPIC, SINK_CONNECTOR, SOURCE_CONNECTOR
 from lineage_assets.connect.client import ConnectError
 from lineage_assets.connect.runs import Track, step
+from lineage_assets.freshness import CAUGHT_UP, NEW_DATA, REASON, caught_up_materialization_due
 from lineage_assets.kafka.topics import consumer_lag, end_offsets
 from lineage_assets.lineage.events import EventBuilder
 from lineage_assets.lineage.identity import Column, Pipeline
@@ -52,8 +55,10 @@ def build_connector_sensor(
     archive_prefix: str = "topics/orders/",
     connectors: dict[str, str] | None = None,
     name: str = "connector_sensor",
+    settings: StackSettings | None = None,
 ) -> dg.SensorDefinition:
     watched = connectors or CONNECTORS
+    settings = settings or StackSettings.from_env()
     topic_key = asset_key(pipeline.dataset("kafka_orders"))
     archive_key = asset_key(pipeline.dataset("archive_orders"))
 
@@ -62,7 +67,7 @@ def build_connector_sensor(
         minimum_interval_seconds=30,
         description="Connect connector/task states, topic offsets, archive objects and dead letters as asset "
         "observations; OpenLineage START/RUNNING/FAIL/ABORT for orders-source and orders-s3-sink.",
-        default_status=dg.DefaultSensorStatus.STOPPED,
+        default_status=dg.DefaultSensorStatus.RUNNING,
     )
     def connector_sensor(
         context: dg.SensorEvaluationContext,
@@ -132,10 +137,18 @@ def build_connector_sensor(
                 },
             ),
         ]
+        # a materialization when new objects are in the archive, or when the sink runs and has consumed all of
+        # the topic: its freshness policy sees the archive current, and late once the sink stops or falls behind
+        reason = None
         if objects > cursor.get(ARCHIVE_CURSOR, 0):
-            # new objects in the archive: a materialization, so its freshness policy sees the sink still writing
+            reason = NEW_DATA
+        elif engine_state(SINK_CONNECTOR) == "RUNNING" and lag == 0:
+            latest = context.instance.get_latest_materialization_event(archive_key)
+            if caught_up_materialization_due(latest.timestamp if latest else None, time.time(), settings):
+                reason = CAUGHT_UP
+        if reason:
             facts = next(o.metadata for o in observations if o.asset_key == archive_key)
-            observations.append(dg.AssetMaterialization(asset_key=archive_key, metadata=facts))
+            observations.append(dg.AssetMaterialization(asset_key=archive_key, metadata={**facts, REASON: reason}))
         cursor[ARCHIVE_CURSOR] = objects
         return dg.SensorResult(asset_events=observations, cursor=json.dumps(cursor))
 

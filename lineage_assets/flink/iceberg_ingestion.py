@@ -27,6 +27,8 @@ from lineage_assets.metadata import asset_key, identity_metadata
 from lineage_assets.resources import IcebergResource, KafkaResource, LineageResource
 
 JOB = "iceberg-ingestion"
+#: the Kafka consumer group the job commits its offsets under (on each checkpoint)
+CONSUMER_GROUP = JOB
 SPEC = FlinkJobSpec(JOB, JOBS_DIR / "iceberg_ingestion.py")
 DLQ_TOPIC = TopicSpec(DEAD_LETTER_TOPICS[JOB], partitions=1, retention_ms=28 * 24 * 3600 * 1000)
 
@@ -78,7 +80,7 @@ def build_iceberg_ingestion_asset(pipeline: Pipeline, settings: StackSettings) -
             *("--bootstrap", kafka.bootstrap_servers, "--registry", kafka.schema_registry_url),
             *("--catalog-uri", iceberg.uri, "--s3-endpoint", iceberg.s3_endpoint, "--region", iceberg.region),
             *("--s3-access-key", iceberg.access_key_id, "--s3-secret-key", iceberg.secret_access_key),
-            *("--table", table_name, "--dlq-topic", DLQ_TOPIC.name),
+            *("--table", table_name, "--dlq-topic", DLQ_TOPIC.name, "--group-id", CONSUMER_GROUP),
             *("--checkpoint-interval", config.checkpoint_interval),
         ]
         try:

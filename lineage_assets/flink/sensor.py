@@ -1,12 +1,14 @@
-"""The Flink job sensor: observes each Flink job Dagster deployed (state, records in and out, last checkpoint, and
-per job: the Iceberg snapshot and row count, or the consumer lag and output records), records a materialization
-when new data is there (a new Iceberg snapshot, more records in the output topic) so freshness works, and closes
-the job's OpenLineage run the moment the job stops running, is lost, or the cluster goes away."""
+"""The Flink job sensor: observes each Flink job Dagster deployed (state, records in and out, last checkpoint,
+consumer lag, and per job: the Iceberg snapshot and row count, or the output records), records a materialization
+when new data is there (a new Iceberg snapshot, more records in the output topic) or when the job runs caught up
+with its input (see freshness.py), and closes the job's OpenLineage run the moment the job stops running, is lost,
+or the cluster goes away."""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -16,6 +18,7 @@ from infra.settings import StackSettings
 from lineage_assets.flink import iceberg_ingestion, supplier_stats
 from lineage_assets.flink.client import FlinkClient, FlinkError
 from lineage_assets.flink.runs import close_run
+from lineage_assets.freshness import CAUGHT_UP, NEW_DATA, REASON, caught_up_materialization_due
 from lineage_assets.kafka.topics import consumer_lag, end_offsets
 from lineage_assets.lineage.events import EventBuilder
 from lineage_assets.lineage.identity import Dataset, Pipeline
@@ -30,6 +33,7 @@ OutputFacts = tuple[dict[str, object], str | None]
 class TrackedJob:
     name: str
     dataset_key: str
+    consumer_group: str
     output_facts: Callable[[Pipeline, Dataset, IcebergResource, KafkaResource], OutputFacts]
 
 
@@ -42,16 +46,19 @@ def iceberg_facts(pipeline: Pipeline, target: Dataset, iceberg: IcebergResource,
 
 def topic_facts(pipeline: Pipeline, target: Dataset, iceberg: IcebergResource, kafka: KafkaResource) -> OutputFacts:
     written = sum(end_offsets(kafka.bootstrap_servers, target.name).values())
-    (source,) = pipeline.job(target.producer).inputs
-    lag = consumer_lag(kafka.bootstrap_servers, pipeline.dataset(source).name, supplier_stats.CONSUMER_GROUP)
-    facts = {"output_records": written, "consumer_lag": lag if lag is not None else "no committed offsets yet"}
-    return facts, str(written) if written else None
+    return {"output_records": written}, str(written) if written else None
 
 
 TRACKED = (
-    TrackedJob(iceberg_ingestion.JOB, "iceberg_orders", iceberg_facts),
-    TrackedJob(supplier_stats.JOB, "kafka_supplier_stats", topic_facts),
+    TrackedJob(iceberg_ingestion.JOB, "iceberg_orders", iceberg_ingestion.CONSUMER_GROUP, iceberg_facts),
+    TrackedJob(supplier_stats.JOB, "kafka_supplier_stats", supplier_stats.CONSUMER_GROUP, topic_facts),
 )
+
+
+def input_lag(pipeline: Pipeline, tracked: TrackedJob, kafka: KafkaResource) -> int | None:
+    """Records of the job's input topic its consumer group has not committed (None: no offsets committed yet)."""
+    (source,) = pipeline.job(tracked.name).inputs
+    return consumer_lag(kafka.bootstrap_servers, pipeline.dataset(source).name, tracked.consumer_group)
 
 
 def build_flink_job_sensor(pipeline: Pipeline, settings: StackSettings) -> dg.SensorDefinition:
@@ -61,7 +68,7 @@ def build_flink_job_sensor(pipeline: Pipeline, settings: StackSettings) -> dg.Se
         description="State, records, checkpoints and output data of the Flink jobs "
         f"({', '.join(t.name for t in TRACKED)}); closes a job's OpenLineage run (ABORT, FAIL or COMPLETE) when "
         "the job stops, is lost, or the cluster goes away.",
-        default_status=dg.DefaultSensorStatus.STOPPED,
+        default_status=dg.DefaultSensorStatus.RUNNING,
     )
     def flink_job_sensor(
         context: dg.SensorEvaluationContext,
@@ -109,11 +116,19 @@ def build_flink_job_sensor(pipeline: Pipeline, settings: StackSettings) -> dg.Se
                     "records_out": records_out,
                 }
             output, marker = tracked.output_facts(pipeline, target, iceberg, kafka)
-            facts |= output
+            lag = input_lag(pipeline, tracked, kafka)
+            facts |= {**output, "consumer_lag": lag if lag is not None else "no committed offsets yet"}
             events.append(dg.AssetObservation(asset_key=key, metadata=facts))
+            # a materialization when the output got new data, or when the job is running and has consumed all its
+            # input: freshness policies see the output current, and late once the job stops or falls behind
+            reason = None
             if marker is not None and marker != seen["data"]:
-                # new data in the output: a materialization, so freshness policies see it
-                events.append(dg.AssetMaterialization(asset_key=key, metadata={**facts, "openlineage/run_id": run_id}))
+                reason = NEW_DATA
+            elif state == "RUNNING" and lag == 0:
+                reason = CAUGHT_UP if caught_up_materialization_due(latest.timestamp, time.time(), settings) else None
+            if reason:
+                metadata = {**facts, "openlineage/run_id": run_id, REASON: reason}
+                events.append(dg.AssetMaterialization(asset_key=key, metadata=metadata))
                 seen["data"] = marker
         if not events:
             return dg.SkipReason(f"no Flink job has been deployed from Dagster yet: {', '.join(skipped)}")

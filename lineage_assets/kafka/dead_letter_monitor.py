@@ -92,7 +92,7 @@ def build_dead_letter_sensor(pipeline: Pipeline, name: str = "dead_letter_sensor
         minimum_interval_seconds=30,
         description="New records of the dead-letter topics, counted by kind of reason, and their share of the source "
         "topic's new records, as observations of the dead-letter assets.",
-        default_status=dg.DefaultSensorStatus.STOPPED,
+        default_status=dg.DefaultSensorStatus.RUNNING,
     )
     def dead_letter_sensor(context: dg.SensorEvaluationContext, kafka: KafkaResource):
         cursor = json.loads(context.cursor) if context.cursor else {}

@@ -94,7 +94,8 @@ def end_offsets(bootstrap: str, topic: str, timeout: float = 10.0) -> dict[int, 
 
 
 def consumer_lag(bootstrap: str, topic: str, group: str, timeout: float = 10.0) -> int | None:
-    """Records of ``topic`` the consumer group has not committed yet; None when the group has no offsets."""
+    """Records of ``topic`` the consumer group has not committed yet; None when the group has no offsets (0 when
+    the topic has never held a record: there is nothing to consume)."""
     ends = end_offsets(bootstrap, topic, timeout)
     if not ends:
         return None
@@ -104,5 +105,5 @@ def consumer_lag(bootstrap: str, topic: str, group: str, timeout: float = 10.0) 
     finally:
         consumer.close()
     if all(tp.offset < 0 for tp in committed):
-        return None
+        return 0 if not any(ends.values()) else None
     return sum(ends[tp.partition] - max(tp.offset, 0) for tp in committed)

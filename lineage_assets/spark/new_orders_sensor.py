@@ -5,8 +5,12 @@ snapshot), this sensor walks the table's snapshots committed since the last one 
 partitions each changed from its summary (``partitions.bid_time_day=<day>``, written because the table sets
 ``write.summary.partition-limit``). It requests a ``supplier_stats`` run for exactly those days, once: the cursor
 (the last materialization and snapshot handled) is stored by Dagster and survives restarts, and each request's run
-key names the snapshot and day, so a request is never made twice. Its first tick only notes where the table is:
-days written before the sensor was turned on are a backfill's job.
+key names the snapshot and day, so a request is never made twice. A day whose run is still queued is not asked for
+again: that run reads the table when it starts, new snapshot included.
+
+Its first tick starts from the last deployment of the Flink job (the last materialization of the table by a run):
+snapshots committed after it are handled, so the orders of a pipeline deployed just now are not missed; days
+written before then are a backfill's job. Without a deployment on record it starts from the current snapshot.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ class SnapshotInfo:
     snapshot_id: int
     parent_id: int | None
     summary: dict[str, str]
+    committed_ms: int = 0
 
 
 class PartitionSummaryMissing(ValueError):
@@ -66,6 +71,33 @@ def snapshots_since(snapshots: Iterable[SnapshotInfo], current: int | None, sinc
     return list(reversed(chain))
 
 
+def last_handled_before(snapshots: Iterable[SnapshotInfo], current: int | None, deployed_ms: int) -> int | None:
+    """The newest snapshot on the chain to ``current`` committed at or before ``deployed_ms``: the first tick's
+    starting point (None: every snapshot of the chain came after the deployment)."""
+    chain = snapshots_since(snapshots, current, None)
+    before = [s for s in chain if s.committed_ms <= deployed_ms]
+    return before[-1].snapshot_id if before else None
+
+
+def last_deployment_ms(instance: dg.DagsterInstance, key: dg.AssetKey, look_back: int = 200) -> int | None:
+    """When a run last materialized ``key`` (its deployment); sensor reports are runless and do not count."""
+    for record in instance.fetch_materializations(key, limit=look_back).records:
+        if record.run_id:
+            return int(record.timestamp * 1000)
+    return None
+
+
+def queued_days(instance: dg.DagsterInstance, target: dg.AssetKey, days: Iterable[str]) -> set[str]:
+    """The days of ``days`` with a run of ``target`` that has not started yet."""
+    waiting = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED]
+    queued = set()
+    for day in days:
+        runs = instance.get_runs(filters=dg.RunsFilter(statuses=waiting, tags={"dagster/partition": day}))
+        if any(target in (run.asset_selection or ()) for run in runs):
+            queued.add(day)
+    return queued
+
+
 def build_supplier_stats_partition_sensor(pipeline: Pipeline, name: str = "supplier_stats_new_orders_sensor"):
     source = pipeline.dataset("iceberg_orders")
     target = pipeline.dataset("iceberg_supplier_stats")
@@ -77,7 +109,7 @@ def build_supplier_stats_partition_sensor(pipeline: Pipeline, name: str = "suppl
         asset_selection=[target_key],
         description=f"Requests {target_key.to_user_string()} for exactly the days that new Iceberg snapshots of "
         f"{source_key.to_user_string()} changed (from each snapshot's partition summary), once per snapshot.",
-        default_status=dg.DefaultSensorStatus.STOPPED,
+        default_status=dg.DefaultSensorStatus.RUNNING,
     )
     def supplier_stats_new_orders_sensor(context: dg.SensorEvaluationContext, iceberg: IcebergResource):
         cursor = json.loads(context.cursor) if context.cursor else None
@@ -87,21 +119,28 @@ def build_supplier_stats_partition_sensor(pipeline: Pipeline, name: str = "suppl
             return dg.SkipReason(f"no new materialization of {source_key.to_user_string()}")
         table = iceberg.catalog().load_table(source.symlinks[0].name)
         current = table.current_snapshot()
-        new_cursor = json.dumps({"event": latest.storage_id, "snapshot": current.snapshot_id if current else None})
-        if cursor is None:  # first tick: the days already in the table are a backfill's job, not this sensor's
-            return dg.SensorResult(
-                skip_reason=f"watching {source.symlinks[0].name} from snapshot "
-                f"{current.snapshot_id if current else 'none'} on; backfill earlier days from the asset's page",
-                cursor=new_cursor,
-            )
-        field = table.spec().fields[0].name
+        current_id = current.snapshot_id if current else None
         infos = [
             SnapshotInfo(
-                s.snapshot_id, s.parent_snapshot_id, dict(s.summary.additional_properties) if s.summary else {}
+                s.snapshot_id,
+                s.parent_snapshot_id,
+                dict(s.summary.additional_properties) if s.summary else {},
+                s.timestamp_ms,
             )
             for s in table.snapshots()
         ]
-        new = snapshots_since(infos, current.snapshot_id if current else None, cursor["snapshot"])
+        new_cursor = json.dumps({"event": latest.storage_id, "snapshot": current_id})
+        if cursor is None:
+            deployed = last_deployment_ms(context.instance, source_key)
+            if deployed is None:  # nothing deployed from here: the days already in the table are a backfill's job
+                return dg.SensorResult(
+                    skip_reason=f"watching {source.symlinks[0].name} from snapshot {current_id or 'none'} on; "
+                    "backfill earlier days from the asset's page",
+                    cursor=new_cursor,
+                )
+            cursor = {"snapshot": last_handled_before(infos, current_id, deployed)}
+        field = table.spec().fields[0].name
+        new = snapshots_since(infos, current_id, cursor["snapshot"])
         days: dict[str, int] = {}  # day -> the newest snapshot that changed it
         for snapshot in new:
             try:
@@ -110,13 +149,16 @@ def build_supplier_stats_partition_sensor(pipeline: Pipeline, name: str = "suppl
             except PartitionSummaryMissing as exc:
                 context.log.warning(f"snapshot {snapshot.snapshot_id}: {exc}; its days are not requested")
         valid = {day for day in days if DAILY.has_partition_key(day)}
+        for day in sorted(set(days) - valid):
+            context.log.warning(f"{day} is outside the partitions of {target_key.to_user_string()}: not requested")
+        waiting = queued_days(context.instance, target_key, valid)
+        for day in sorted(waiting):
+            context.log.info(f"{day}: a run is already queued and will read the new snapshot(s) when it starts")
         requests = [
             dg.RunRequest(run_key=f"{snap}:{day}", partition_key=day, asset_selection=[target_key])
             for day, snap in sorted(days.items())
-            if day in valid
+            if day in valid - waiting
         ]
-        for day in sorted(set(days) - valid):
-            context.log.warning(f"{day} is outside the partitions of {target_key.to_user_string()}: not requested")
         if not requests:
             return dg.SensorResult(skip_reason=f"{len(new)} new snapshot(s), no day to recompute", cursor=new_cursor)
         return dg.SensorResult(run_requests=requests, cursor=new_cursor)

@@ -12,6 +12,13 @@ from lineage_assets.resources import IcebergResource, LineageResource
 from lineage_assets.spark.lineage import forward_events
 from lineage_assets.spark.resource import LineageSparkResource
 
+#: Dagster concurrency pool of the Spark runs: the stack's instance runs one at a time (infra/services/dagster.py),
+#: so the sensor, the schedule and a backfill never write the same day at once, and two JVMs never share 2 cores
+SPARK_POOL = "spark"
+
+#: Iceberg's refusals of a commit that raced another writer of the same day (Java exception names in the error)
+COMMIT_CONFLICTS = ("org.apache.iceberg.exceptions.ValidationException", "org.apache.iceberg.exceptions.CommitFailed")
+
 DAILY = dg.DailyPartitionsDefinition(start_date="2024-01-01", timezone="UTC", end_offset=1)
 
 CREATE_TARGET = """
@@ -67,6 +74,7 @@ def build_supplier_stats_asset(pipeline: Pipeline) -> dg.AssetsDefinition:
         group_name="batch",
         metadata=identity_metadata(pipeline, target),
         freshness_policy=daily_batch(),
+        pool=SPARK_POOL,
     )
     def supplier_stats(
         context: dg.AssetExecutionContext,
@@ -104,6 +112,9 @@ def build_supplier_stats_asset(pipeline: Pipeline) -> dg.AssetsDefinition:
                 raise
             except Exception as exc:
                 error = exc
+                if any(name in str(exc) for name in COMMIT_CONFLICTS):
+                    # another run (by hand, outside the stack's queue) wrote the same day first: do it again on top
+                    raise dg.RetryRequested(max_retries=2, seconds_to_wait=10) from exc
                 raise dg.Failure(
                     f"Spark job {target.producer} failed for {day}: {type(exc).__name__}: {str(exc).splitlines()[0]} "
                     "(its OpenLineage run is reported as FAIL)"

@@ -7,6 +7,7 @@ from lineage_assets.spark.new_orders_sensor import (
     PartitionSummaryMissing,
     SnapshotInfo,
     days_changed,
+    last_handled_before,
     snapshots_since,
 )
 
@@ -39,3 +40,16 @@ def test_only_the_snapshots_after_the_last_handled_one_oldest_first():
     assert [s.snapshot_id for s in snapshots_since(chain, 3, None)] == [1, 2, 3]
     assert snapshots_since(chain, 3, 3) == []
     assert snapshots_since(chain, None, None) == []
+
+
+def test_the_first_tick_starts_at_the_last_snapshot_committed_before_the_deployment():
+    chain = [
+        SnapshotInfo(1, None, summary("2026-11-20"), committed_ms=1_000),
+        SnapshotInfo(2, 1, summary("2026-11-21"), committed_ms=2_000),
+        SnapshotInfo(3, 2, summary("2026-11-22"), committed_ms=3_000),
+    ]
+    assert last_handled_before(chain, 3, deployed_ms=2_500) == 2
+    assert last_handled_before(chain, 3, deployed_ms=2_000) == 2, "a snapshot of the deployment's instant is old"
+    assert last_handled_before(chain, 3, deployed_ms=500) is None, "all of them came after: all are handled"
+    assert last_handled_before(chain, 3, deployed_ms=9_000) == 3
+    assert last_handled_before([], None, deployed_ms=9_000) is None

@@ -4,9 +4,14 @@ finalised after the day closes, and every output declares how fresh it must be."
 import datetime as dt
 
 import dagster as dg
+import yaml
 
+from infra.services.dagster import instance_config
+from infra.settings import StackSettings
 from lineage_assets.definitions import defs, pipeline
+from lineage_assets.freshness import caught_up_materialization_due
 from lineage_assets.metadata import asset_key
+from lineage_assets.spark.supplier_stats import SPARK_POOL
 
 
 def test_the_finalising_schedule_asks_for_yesterday():
@@ -27,3 +32,33 @@ def test_streaming_outputs_and_the_daily_table_declare_freshness():
         assert policy.fail_window.to_timedelta() >= dt.timedelta(minutes=1)
     daily = graph.get(asset_key(pipeline.dataset("iceberg_supplier_stats"))).freshness_policy
     assert daily.deadline_cron == "0 2 * * *"
+
+
+def test_a_caught_up_job_refreshes_its_output_every_half_window():
+    settings = StackSettings(streaming_fresh_minutes=10)
+    assert caught_up_materialization_due(None, 1_000.0, settings), "an output never materialized"
+    assert not caught_up_materialization_due(1_000.0, 1_000.0 + 299, settings)
+    assert caught_up_materialization_due(1_000.0, 1_000.0 + 300, settings)
+
+
+def test_every_sensor_and_schedule_runs_on_its_own_by_default():
+    repository = defs.get_repository_def()
+    sensors = {s.name: s.default_status for s in repository.sensor_defs}
+    schedules = {s.name: s.default_status for s in repository.schedule_defs}
+    assert set(sensors) >= {
+        "connector_sensor",
+        "flink_job_sensor",
+        "supplier_stats_new_orders_sensor",
+        "dead_letter_sensor",
+    }
+    assert set(sensors.values()) == {dg.DefaultSensorStatus.RUNNING}, sensors
+    assert set(schedules.values()) == {dg.DefaultScheduleStatus.RUNNING}, schedules
+
+
+def test_spark_runs_share_a_pool_that_the_stack_limits_to_one_run():
+    node = defs.resolve_asset_graph().get(asset_key(pipeline.dataset("iceberg_supplier_stats")))
+    assert node.pools == {SPARK_POOL}
+    config = yaml.safe_load(instance_config(3))
+    assert config["concurrency"]["runs"]["max_concurrent_runs"] == 3
+    assert config["concurrency"]["pools"] == {"granularity": "run", "default_limit": 1}
+    assert config["telemetry"]["enabled"] is False
