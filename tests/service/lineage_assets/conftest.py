@@ -4,18 +4,28 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sqlite3
+import subprocess
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from urllib.parse import quote
 
 import dagster as dg
 import pytest
 import requests
 
+from infra.services.dagster import DagsterDev
+from infra.services.iceberg_catalog import load_catalog
+from infra.settings import REPO_ROOT
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.lineage.marquez import MarquezClient
 from lineage_assets.lineage.outbox import Drainer, Outbox
+from lineage_assets.main_run import BATCH_SENSOR
+from lineage_assets.metadata import asset_key
 from lineage_assets.resources import LineageResource, build_resources
 
 #: OpenLineage job namespace of tests that make the pipeline's jobs fail or stop on purpose: their runs go to
@@ -85,3 +95,35 @@ def evaluate_sensor(sensor, instance, resources, cursor: str | None):
         result = sensor(ctx)
     assert isinstance(result, dg.SensorResult), result
     return result
+
+
+def stack_sensor(settings, *args: str) -> None:
+    """``dagster sensor ARGS`` against the stack's instance (what the UI's sensor page does)."""
+    result = subprocess.run(
+        [str(Path(sys.executable).with_name("dagster")), "sensor", *args, "-w", str(REPO_ROOT / "workspace.yaml")],
+        env={**os.environ, "DAGSTER_HOME": str(DagsterDev(settings).dagster_home)},
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@contextmanager
+def new_orders_sensor_paused(settings) -> Iterator[None]:
+    """The stack's new-orders sensor off while a test writes Iceberg orders and computes their days itself (the
+    daemon would otherwise recompute the same days at the same time); then on again, its cursor past the test's
+    snapshots: those days are done, nothing to request twice."""
+    pipeline = Pipeline.from_settings(settings)
+    orders = pipeline.dataset("iceberg_orders")
+    stack_sensor(settings, "stop", BATCH_SENSOR)
+    try:
+        yield
+    finally:
+        with dg.DagsterInstance.from_config(str(DagsterDev(settings).dagster_home)) as instance:
+            latest = instance.fetch_materializations(asset_key(orders), limit=1).records
+        snapshot = load_catalog(settings).load_table(orders.symlinks[0].name).current_snapshot()
+        cursor = {"event": latest[0].storage_id if latest else 0, "snapshot": getattr(snapshot, "snapshot_id", None)}
+        stack_sensor(settings, "cursor", BATCH_SENSOR, "--set", json.dumps(cursor))
+        stack_sensor(settings, "start", BATCH_SENSOR)

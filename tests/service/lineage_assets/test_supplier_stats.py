@@ -22,6 +22,7 @@ from lineage_assets.lineage.identity import DAGSTER_JOB, Pipeline
 from lineage_assets.lineage.identity import SPARK_SUPPLIER_STATS_JOB as SPARK_JOB
 from lineage_assets.resources import LineageResource, build_resources
 from lineage_assets.spark.supplier_stats import build_supplier_stats_asset
+from tests.service.lineage_assets.conftest import new_orders_sensor_paused
 
 ARROW = pa.schema(
     [
@@ -32,6 +33,13 @@ ARROW = pa.schema(
         ("bid_time", pa.timestamp("us")),
     ]
 )
+
+
+@pytest.fixture(scope="module", autouse=True)
+def daemon_leaves_these_days_alone(settings):
+    """The stack's sensor would recompute the days this module writes while it materializes them itself."""
+    with new_orders_sensor_paused(settings):
+        yield
 
 
 @pytest.fixture(scope="module")
