@@ -5,6 +5,7 @@ lineage-lab stack down                 stop everything lineage-lab started, noth
 lineage-lab stack status               each service with port, pid and health
 lineage-lab stack logs [SERVICE] [-n N] [-f]
 lineage-lab artifacts resolve|list     JVM artifacts of infra/artifacts.toml
+lineage-lab impact DATASET[.COLUMN]    what a change would touch downstream, from Marquez's lineage
 """
 
 from __future__ import annotations
@@ -109,6 +110,37 @@ def _verify(args: argparse.Namespace, settings: StackSettings) -> int:
     return 0 if report.ok else 1
 
 
+def _impact(args: argparse.Namespace, settings: StackSettings) -> int:
+    import json
+
+    from lineage_assets.lineage.identity import Pipeline
+    from lineage_assets.lineage.impact import UnknownTarget, impact, resolve
+    from lineage_assets.lineage.marquez import MarquezClient, MarquezError
+
+    pipeline = Pipeline.from_settings(settings)
+    try:
+        target = resolve(pipeline, args.target)
+        found = impact(MarquezClient(settings.marquez_url), target, depth=args.depth)
+    except UnknownTarget as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except MarquezError as exc:
+        print(f"cannot read the lineage: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        as_dicts = {
+            "target": {"namespace": target.dataset.namespace, "name": target.dataset.name, "column": target.column},
+            "datasets": [{"namespace": ns, "name": name} for ns, name in found.datasets],
+            "columns": [{"namespace": ns, "name": name, "column": c} for ns, name, c in found.columns],
+            "jobs": [{"namespace": ns, "name": name} for ns, name in found.jobs],
+            "assets": found.assets(pipeline),
+        }
+        print(json.dumps(as_dicts, indent=2))
+    else:
+        print(found.text(pipeline))
+    return 0
+
+
 def _pipeline(args: argparse.Namespace, settings: StackSettings) -> int:
     from lineage_assets.main_run import PipelineError, run_pipeline
 
@@ -154,6 +186,11 @@ def parser() -> argparse.ArgumentParser:
 
     check = sub.add_parser("verify", help="Dagster's graph vs the lineage graph, side by side; exit 1 on drift")
     check.add_argument("--html", help="where to write the picture (default: <state>/data/lineage/graph.html)")
+
+    imp = sub.add_parser("impact", help="datasets, columns, jobs and assets downstream of DATASET[.COLUMN]")
+    imp.add_argument("target", help="a dataset's name, key, asset key or catalog name, optionally .COLUMN")
+    imp.add_argument("--depth", type=int, default=20, help="hops Marquez follows (default 20)")
+    imp.add_argument("--json", action="store_true", help="machine-readable output")
     return p
 
 
@@ -167,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
             "lineage": _lineage,
             "verify": _verify,
             "pipeline": _pipeline,
+            "impact": _impact,
         }[args.command]
         return handler(args, settings)
     except (ServiceError, artifacts.ArtifactError, SettingsError) as exc:

@@ -1,6 +1,7 @@
 """Asset checks on every asset of the pipeline, comparing it with what Marquez holds: (a) the dataset exists under
 its identity, (b) its schema, (c) its upstream edges, (d) its producer's run state against the engine state the
-sensors observed, (e) no second identity for the same data. They run with each materialization and, for the
+sensors observed, (e) no second identity for the same data, (f) the upstream still has the columns it reads (a
+field the upstream gained warns). They run with each materialization and, for the
 streaming assets, on a schedule.
 
 The graph is read from Marquez's REST API. When a check fails, the project's own events (the lineage outbox) are
@@ -25,6 +26,7 @@ CHECKS = {
     "lineage_upstream_matches": "(c) its upstream edges in the lineage graph equal its Dagster dependencies",
     "lineage_run_state_agrees": "(d) its producer's latest run state agrees with the engine state sensors observed",
     "lineage_single_identity": "(e) no second dataset in the lineage graph names the same physical data",
+    "lineage_upstream_schema": "(f) its upstreams still have the columns it reads, as declared (new fields: warn)",
 }
 
 
@@ -56,13 +58,14 @@ def findings(graph: LineageGraph, ds: Dataset, pipeline: Pipeline, engine: str |
         "lineage_upstream_matches": compare.upstream_matches(graph, ds, pipeline),
         "lineage_run_state_agrees": compare.run_state_agrees(graph, ds, pipeline, engine),
         "lineage_single_identity": compare.no_second_identity(graph, ds),
+        "lineage_upstream_schema": compare.upstream_schema_holds(graph, ds, pipeline),
     }
 
 
 def marquez_findings(
     lineage: LineageResource, ds: Dataset, pipeline: Pipeline, engine: str | None
 ) -> dict[str, compare.Finding]:
-    """The five findings on what Marquez holds; failures explained by replaying the outbox (see compare.explain)."""
+    """The six findings on what Marquez holds; failures explained by replaying the outbox (see compare.explain)."""
     try:
         graph = from_marquez(lineage.marquez(), pipeline)
     except MarquezError as exc:
@@ -110,6 +113,7 @@ def _checks_for(pipeline: Pipeline, settings: StackSettings, ds: Dataset) -> dg.
                 asset_key=key,
                 check_name=name,
                 passed=finding.passed,
+                severity=dg.AssetCheckSeverity.WARN if finding.warning else dg.AssetCheckSeverity.ERROR,
                 description=finding.message,
                 metadata={**_metadata(finding), **delivery, "marquez/node_id": ds.node_id},
             )

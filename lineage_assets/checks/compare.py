@@ -1,4 +1,4 @@
-"""The five comparisons between an asset (as the identity module declares it) and the lineage graph. Pure
+"""The six comparisons between an asset (as the identity module declares it) and the lineage graph. Pure
 functions: each returns a Finding that says what differs and how to fix it."""
 
 from __future__ import annotations
@@ -34,6 +34,8 @@ class Finding:
     passed: bool
     message: str
     details: dict[str, object] = field(default_factory=dict)
+    #: a failure that only warns (the asset still works, someone should look)
+    warning: bool = False
 
 
 def _name(identity: Identity) -> str:
@@ -149,6 +151,53 @@ def no_second_identity(graph: LineageGraph, ds: Dataset) -> Finding:
     )
 
 
+def upstream_schema_holds(graph: LineageGraph, ds: Dataset, pipeline: Pipeline) -> Finding:
+    """(f) each upstream's current version in the graph still has the columns this asset reads from it, with the
+    declared types (fails otherwise); a field the upstream gained that the identity module does not declare only
+    warns: this asset does not carry it yet."""
+    job = pipeline.jobs.get(ds.producer)
+    reads: dict[str, set[str]] = {}
+    for sources in (job.column_lineage.get(ds.key, {}) if job else {}).values():
+        for src in sources:
+            reads.setdefault(src.dataset, set()).add(src.column)
+    upstream = pipeline.upstream(ds.key)
+    if not upstream:
+        return Finding(True, f"{ds.name} has no upstream dataset")
+    gone, changed, gained = {}, {}, {}
+    for key in upstream:
+        up = pipeline.dataset(key)
+        node = graph.datasets.get((up.namespace, up.name))
+        if node is None or not node.fields:
+            gone[up.name] = sorted(reads.get(key, set())) or ["(its whole schema)"]
+            continue
+        for column in sorted(reads.get(key, set())):
+            if column not in node.fields:
+                gone.setdefault(up.name, []).append(column)
+            elif canonical_type(node.fields[column]) != canonical_type(up.column(column).type):
+                changed[f"{up.name}.{column}"] = (up.column(column).type, node.fields[column])
+        new = sorted(set(node.fields) - set(up.column_names))
+        if new:
+            gained[up.name] = new
+    details = {"gone": gone, "changed": changed, "gained": gained}
+    if gone or changed:
+        return Finding(
+            False,
+            f"{ds.name} reads columns its upstream no longer has as declared: gone {gone}, type changed (declared, "
+            f"lineage) {changed}; its producer `{ds.producer}` will fail or drop data: change the upstream back, "
+            "or change the producer and its columns in lineage_assets/lineage/identity.py first",
+            details,
+        )
+    if gained:
+        return Finding(
+            False,
+            f"upstream gained fields {gained} that {ds.name} does not carry: declare them in "
+            "lineage_assets/lineage/identity.py (and in the producer) if they should flow on",
+            details,
+            warning=True,
+        )
+    return Finding(True, f"the columns {ds.name} reads from {len(upstream)} upstream dataset(s) are as declared")
+
+
 def explain(on_marquez: Finding, as_sent: Finding, with_queued: Finding, queued: int, backlog_age: float) -> Finding:
     """A failed comparison with Marquez, told apart by replaying the project's own events: Marquez holds something
     other than what was sent, the events are still queued, or the project never sent it right."""
@@ -166,4 +215,5 @@ def explain(on_marquez: Finding, as_sent: Finding, with_queued: Finding, queued:
         )
     else:
         why = "never sent: the project's own events show the same, so fix the producer (Marquez is not at fault)"
-    return Finding(False, f"{on_marquez.message} [{why}]", {**on_marquez.details, "explanation": why})
+    details = {**on_marquez.details, "explanation": why}
+    return Finding(False, f"{on_marquez.message} [{why}]", details, warning=on_marquez.warning)

@@ -2,10 +2,11 @@
 source topic's new records that is.
 
 The ``dead_letter_sensor`` reads each dead-letter topic from where it stopped (read-committed: the Flink jobs write
-theirs in transactions) and, when new records arrived, records an observation on that dead-letter asset with the
-counts by kind of reason and the share of the source topic's records produced meanwhile. The asset check
-``dead_letter_share`` on the source topic fails when a dead-letter topic's latest share passes
-``LINEAGE_LAB_DEAD_LETTER_MAX_SHARE``.
+theirs in transactions) and, when new dead letters or new source records arrived, records an observation on that
+dead-letter asset with the counts by kind of reason and the share of the source topic's records produced
+meanwhile. The asset check ``dead_letter_share`` on the source topic fails when a dead-letter topic's latest share
+passes ``LINEAGE_LAB_DEAD_LETTER_MAX_SHARE``, and passes again once clean records have flowed since (a share of 0
+is observed too), so an alarm ends when the incident does.
 """
 
 import json
@@ -110,9 +111,9 @@ def build_dead_letter_sensor(pipeline: Pipeline, name: str = "dead_letter_sensor
             kinds, nxt = read_since(kafka.bootstrap_servers, ds.name, start)
             cursor[job] = {"offsets": {str(p): o for p, o in nxt.items()}, "source": source_now}
             new = sum(kinds.values())
-            if not new:
-                continue
             source_new = max(source_now - seen["source"], 0)
+            if not new and not source_new:
+                continue
             observations.append(
                 dg.AssetObservation(
                     asset_key=asset_key(ds),
@@ -126,7 +127,7 @@ def build_dead_letter_sensor(pipeline: Pipeline, name: str = "dead_letter_sensor
                 )
             )
         if not observations:
-            return dg.SensorResult(skip_reason="no new dead letters", cursor=json.dumps(cursor))
+            return dg.SensorResult(skip_reason="no new dead letters or source records", cursor=json.dumps(cursor))
         return dg.SensorResult(asset_events=observations, cursor=json.dumps(cursor))
 
     return dead_letter_sensor

@@ -5,6 +5,9 @@
   cannot spell a '.' in a job name (it normalises the application name), so the application's jobs are qualified
   under the Dagster job here: ``supplier_stats`` becomes ``dagster.supplier_stats``, its actions
   ``dagster.supplier_stats.<action>``, and the parent facets follow. Marquez then keeps every name as sent.
+- Unresolved names: when a second application starts in one Python process (a test materializing several days),
+  the listener may name the application's START ``unknown``, and its actions' parent job too, although the run id
+  is the application's (its COMPLETE has the right name); those are named after the application again.
 - Failures: the listener reports COMPLETE for an application whose job failed (OpenLineage issue 4350). When the
   Dagster step failed, the application's COMPLETE, and the COMPLETE of the action that was running last, become
   FAIL (same run id, so Marquez sees one run end in FAIL) with the error attached.
@@ -24,6 +27,31 @@ def read_events(path: Path) -> list[dict]:
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+#: the job name the listener writes when it could not resolve the application's name
+UNRESOLVED = "unknown"
+
+
+def attach_actions_to_application(events: list[dict], app_name: str) -> list[dict]:
+    """The application's run named after the application in every event (the listener may call it ``unknown`` in
+    its START), and actions whose parent is that run put back under it."""
+    app_runs = {e["run"]["runId"] for e in events if e["job"]["name"] == app_name}
+    out = []
+    for event in events:
+        parent = ((event.get("run") or {}).get("facets") or {}).get("parent") or {}
+        own = event["run"]["runId"] in app_runs and event["job"]["name"] == UNRESOLVED
+        orphan = (parent.get("run") or {}).get("runId") in app_runs and (parent.get("job") or {}).get("name") == (
+            UNRESOLVED
+        )
+        if own or orphan:
+            event = copy.deepcopy(event)
+            if own:
+                event["job"]["name"] = app_name
+            if orphan:
+                event["run"]["facets"]["parent"]["job"]["name"] = app_name
+        out.append(event)
+    return out
 
 
 def qualify_under_parent(events: list[dict], parent_job: str) -> list[dict]:
@@ -72,7 +100,8 @@ def forward_events(
 ) -> list[dict]:
     """Queue the listener's events, named under ``parent_job`` (and corrected when ``error`` is given); returns
     what was queued. ``app_job`` is the application's job as the identity module names it."""
-    events = qualify_under_parent(read_events(path), parent_job)
+    app_name = app_job.removeprefix(parent_job + ".")
+    events = qualify_under_parent(attach_actions_to_application(read_events(path), app_name), parent_job)
     if error is not None:
         events = correct_failed_run(events, app_job, error)
     for event in events:

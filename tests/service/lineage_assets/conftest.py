@@ -48,6 +48,17 @@ def forget_test_jobs(settings):
         requests.delete(f"{api}/{quote(job['name'], safe='')}", timeout=10)
 
 
+@pytest.fixture(scope="session")
+def pipeline_ran(settings) -> str:
+    """The main job run once per test session (by the first test that needs the whole pipeline in the stack and
+    its lineage in Marquez); its printed log."""
+    from lineage_assets.main_run import run_pipeline
+
+    lines: list[str] = []
+    assert run_pipeline(settings, orders=100, log=lines.append), "\n".join(lines)
+    return "\n".join(lines)
+
+
 def wait_until_quiet(read: Callable[[], object], what: str, quiet: float = 15.0, timeout: float = 180.0) -> None:
     """Wait until ``read()`` has not changed for ``quiet`` seconds (longer than a Flink checkpoint): a job deployed
     just now first works through its topic's backlog, which may hold records of earlier tests."""

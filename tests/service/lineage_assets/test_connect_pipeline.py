@@ -33,6 +33,14 @@ def pipeline(settings) -> Pipeline:
 
 
 @pytest.fixture(scope="module")
+def instance():
+    """A Dagster instance of the module's own for the sensor ticks (the sensor reads the archive's last
+    materialization from it)."""
+    with dg.DagsterInstance.ephemeral() as instance:
+        yield instance
+
+
+@pytest.fixture(scope="module")
 def deployed(settings, pipeline, resources):
     result = dg.materialize(build_connect_assets(pipeline, settings), resources=resources)
     assert result.success
@@ -126,13 +134,13 @@ def test_invalid_connector_config_fails_with_connects_message(settings):
     assert ConnectClient(settings.connect_url).status("orders-s3-sink-invalid") is None
 
 
-def test_sensor_reports_observations_and_connector_runs(settings, pipeline, resources, generated):
+def test_sensor_reports_observations_and_connector_runs(settings, pipeline, resources, generated, instance):
     sensor = build_connector_sensor(pipeline)
     outbox = Outbox(resources["lineage"].outbox_path)
     client = ConnectClient(settings.connect_url)
 
     def evaluate(cursor):
-        with dg.build_sensor_context(cursor=cursor, resources=resources) as ctx:
+        with dg.build_sensor_context(instance=instance, cursor=cursor, resources=resources) as ctx:
             result = sensor(ctx)
             assert isinstance(result, dg.SensorResult), result
             return result, result.cursor
@@ -142,6 +150,8 @@ def test_sensor_reports_observations_and_connector_runs(settings, pipeline, reso
     assert obs["kafka/orders"]["records"].value >= N
     assert obs["kafka/orders"]["connector"].value.startswith("RUNNING")
     assert obs["s3/orders_archive"]["connector"].value.startswith("RUNNING")
+    archived = [e for e in result.asset_events if isinstance(e, dg.AssetMaterialization)]
+    assert [e.asset_key.to_user_string() for e in archived] == ["s3/orders_archive"], "new objects: materialized"
     assert outbox.counts().queued >= 4  # START + RUNNING for each connector
 
     client.pause(SINK_CONNECTOR)
@@ -170,7 +180,7 @@ def test_sensor_reports_observations_and_connector_runs(settings, pipeline, reso
 
 
 def test_poison_record_goes_to_the_dead_letter_topic_and_the_sink_keeps_running(
-    settings, pipeline, resources, generated
+    settings, pipeline, resources, generated, instance
 ):
     from confluent_kafka import Producer
 
@@ -187,13 +197,13 @@ def test_poison_record_goes_to_the_dead_letter_topic_and_the_sink_keeps_running(
     status = ConnectClient(settings.connect_url).status(SINK_CONNECTOR)
     assert status.state == "RUNNING" and {t.state for t in status.tasks} == {"RUNNING"}
 
-    with dg.build_sensor_context(resources=resources) as ctx:
+    with dg.build_sensor_context(instance=instance, resources=resources) as ctx:
         result = build_connector_sensor(pipeline)(ctx)
     obs = {o.asset_key.to_user_string(): o.metadata for o in result.asset_events}
     assert obs["s3/orders_archive"]["dead_letters"].value >= before + 1
 
 
-def test_a_task_failing_at_run_time_fails_its_run_with_the_trace(settings, resources, generated, tmp_path):
+def test_a_task_failing_at_run_time_fails_its_run_with_the_trace(settings, resources, generated, tmp_path, instance):
     """A sink without error tolerance meets a record it cannot convert: its task fails; one sensor tick later the
     connector's run is FAILED with the task's stack trace, in Marquez too (jobs in the tests' namespace)."""
     import sqlite3
@@ -226,7 +236,7 @@ def test_a_task_failing_at_run_time_fails_its_run_with_the_trace(settings, resou
                 break
             time.sleep(1)
         assert status and status.failed_tasks, f"the task did not fail: {status}"
-        with dg.build_sensor_context(resources={**resources, "lineage": lineage}) as ctx:
+        with dg.build_sensor_context(instance=instance, resources={**resources, "lineage": lineage}) as ctx:
             sensor(ctx)
     finally:
         client.delete(connector)

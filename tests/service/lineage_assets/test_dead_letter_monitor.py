@@ -53,15 +53,15 @@ def deployed(pipeline):
             time.sleep(1)
 
 
-def produce(settings) -> None:
+def produce(settings, good: int = GOOD, poison: int = POISON) -> None:
     registry = SchemaRegistryClient({"url": settings.schema_registry_url})
     schema = registry.get_latest_version("orders-value").schema.schema_str
     serialize = AvroSerializer(registry, schema, conf={"auto.register.schemas": False})
     ctx = SerializationContext("orders", MessageField.VALUE)
     producer = Producer({"bootstrap.servers": settings.kafka_bootstrap, "linger.ms": 20})
     now_ms = int(dt.datetime.now(dt.UTC).timestamp() * 1000)
-    for i in range(GOOD + POISON):
-        if i % (GOOD // POISON + 1) == 0 and i // (GOOD // POISON + 1) < POISON:
+    for i in range(good + poison):
+        if poison and i % (good // poison + 1) == 0 and i // (good // poison + 1) < poison:
             producer.produce("orders", key=b"poison", value=b"this is not avro")
             continue
         order_id = str(uuid.uuid4())
@@ -126,3 +126,10 @@ def test_poison_is_counted_by_reason_and_the_share_check_uses_the_threshold(sett
         assert not strict.passed
         assert all(t in strict.description for t in topics), strict.description
         assert share_check(0.10).passed
+
+        # clean orders afterwards: the next look observes a share of 0 and the alarm ends
+        produce(settings, good=50, poison=0)
+        time.sleep(12)
+        events, cursor = tick(sensor, instance, cursor)
+        assert {e.metadata["dead_letter_share"].value for e in events} == {0.0}, events
+        assert share_check(0.01).passed

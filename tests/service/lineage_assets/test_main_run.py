@@ -22,15 +22,12 @@ from lineage_assets.lineage.events import EventBuilder, RunState
 from lineage_assets.lineage.identity import DAGSTER_JOB, Pipeline
 from lineage_assets.lineage.marquez import MarquezClient
 from lineage_assets.lineage.outbox import Outbox
-from lineage_assets.main_run import run_pipeline
 from lineage_assets.metadata import asset_key
 
 
 @pytest.fixture(scope="module")
-def ran(settings):
-    lines: list[str] = []
-    assert run_pipeline(settings, orders=100, log=lines.append), "\n".join(lines)
-    return "\n".join(lines)
+def ran(pipeline_ran):
+    return pipeline_ran
 
 
 @pytest.fixture(scope="module")
@@ -232,3 +229,33 @@ def test_a_field_changed_in_marquez_fails_check_b(settings, ran, pipeline, intru
         fixed["outputs"] = [o for o in fixed["outputs"] if o["name"] == archive.name]
         intruder(fixed)
     assert run_check(settings, "lineage_schema_matches", asset_key(archive)).passed
+
+
+def test_an_upstream_schema_change_warns_or_fails_check_f_downstream(settings, ran, pipeline, intruder):
+    orders = pipeline.dataset("kafka_orders")
+    builder = EventBuilder(pipeline)
+
+    def post_orders_schema(change) -> None:
+        event = Serde.to_dict(builder.event("orders-source", RunState.COMPLETE, str(uuid.uuid4())))
+        out = next(o for o in event["outputs"] if o["name"] == orders.name)
+        change(out["facets"]["schema"]["fields"])
+        event["inputs"], event["outputs"] = [], [out]
+        intruder(event)
+
+    def drop_price(fields: list) -> None:
+        fields[:] = [f for f in fields if f["name"] != "price"]
+
+    iceberg, stats = (asset_key(pipeline.dataset(k)) for k in ("iceberg_orders", "kafka_supplier_stats"))
+    try:
+        post_orders_schema(lambda fields: fields.append({"name": "currency", "type": "string"}))
+        gained = run_check(settings, "lineage_upstream_schema", iceberg)
+        assert not gained.passed and gained.severity == dg.AssetCheckSeverity.WARN, gained.description
+        assert "currency" in gained.description
+
+        post_orders_schema(drop_price)
+        gone = run_check(settings, "lineage_upstream_schema", stats)
+        assert not gone.passed and gone.severity == dg.AssetCheckSeverity.ERROR, gone.description
+        assert "price" in gone.description and "supplier-stats" in gone.description
+    finally:  # the declared schema back (a new version), as the connector will send on its next event
+        post_orders_schema(lambda fields: None)
+    assert run_check(settings, "lineage_upstream_schema", iceberg).passed

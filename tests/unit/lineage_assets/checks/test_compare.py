@@ -1,4 +1,4 @@
-"""The five comparisons on graphs rebuilt from the events the project emits: all pass on a consistent pipeline,
+"""The six comparisons on graphs rebuilt from the events the project emits: all pass on a consistent pipeline,
 and each kind of drift is caught and named."""
 
 import datetime as dt
@@ -12,6 +12,7 @@ from lineage_assets.checks.compare import (
     run_state_agrees,
     schema_matches,
     upstream_matches,
+    upstream_schema_holds,
 )
 from lineage_assets.checks.graph import LineageGraph
 from lineage_assets.lineage.events import EventBuilder, RunState
@@ -44,6 +45,7 @@ def test_a_consistent_pipeline_passes_every_comparison():
             upstream_matches(graph, ds, PIPELINE),
             run_state_agrees(graph, ds, PIPELINE, "RUNNING"),
             no_second_identity(graph, ds),
+            upstream_schema_holds(graph, ds, PIPELINE),
         ):
             assert finding.passed, (ds.key, finding.message)
 
@@ -132,3 +134,35 @@ def test_explain_tells_marquez_only_from_queued_from_never_sent():
     queued = explain(bad, bad, good, 3, 42.0)
     assert "3 event(s) wait" in queued.message and "42 s" in queued.message
     assert "never sent" in explain(bad, bad, bad, 0, 0).message
+
+
+def orders_event_with(change) -> dict:
+    """The CDC connector's event (the producer of Kafka orders) with its output schema changed by ``change``."""
+    event = emitted("orders-source", RunState.RUNNING, "77", minute=9)
+    change(event["outputs"][0]["facets"]["schema"]["fields"])
+    return event
+
+
+def test_a_column_read_downstream_that_is_gone_or_retyped_upstream_fails_the_readers():
+    archive, stats = PIPELINE.dataset("archive_orders"), PIPELINE.dataset("kafka_supplier_stats")
+    dropped = whole_pipeline(
+        orders_event_with(lambda fields: fields.remove(next(f for f in fields if f["name"] == "price")))
+    )
+    for ds in (archive, stats):
+        finding = upstream_schema_holds(dropped, ds, PIPELINE)
+        assert not finding.passed and not finding.warning, finding.message
+        assert finding.details["gone"] == {"orders": ["price"]}, finding.details
+
+    def narrow(fields):
+        next(f for f in fields if f["name"] == "price")["type"] = "int"
+
+    finding = upstream_schema_holds(whole_pipeline(orders_event_with(narrow)), stats, PIPELINE)
+    assert not finding.passed and "orders.price" in finding.details["changed"], finding.details
+
+
+def test_a_field_the_upstream_gained_only_warns():
+    graph = whole_pipeline(orders_event_with(lambda fields: fields.append({"name": "currency", "type": "string"})))
+    finding = upstream_schema_holds(graph, PIPELINE.dataset("iceberg_orders"), PIPELINE)
+    assert not finding.passed and finding.warning
+    assert finding.details["gained"] == {"orders": ["currency"]} and "currency" in finding.message
+    assert upstream_schema_holds(graph, PIPELINE.dataset("source_orders"), PIPELINE).passed, "no upstream"

@@ -66,3 +66,28 @@ def test_a_failed_application_ends_in_fail_under_its_qualified_name(tmp_path):
     ends = {e["job"]["name"]: e["eventType"] for e in queued if e["eventType"] in ("COMPLETE", "FAIL")}
     assert ends == {SPARK_SUPPLIER_STATS_JOB: "FAIL", f"{SPARK_SUPPLIER_STATS_JOB}.overwrite_by_expression.t": "FAIL"}
     assert emitter.outbox.counts().queued == 4
+
+
+def test_an_action_whose_parent_the_listener_called_unknown_goes_back_under_the_application(tmp_path):
+    events = listener_events()
+    events[0]["job"]["name"] = "unknown"  # as the listener wrote a second application's START in one process
+    for action in events[1:3]:
+        action["run"]["facets"]["parent"]["job"]["name"] = "unknown"
+    path = tmp_path / "events.ndjson"
+    path.write_text("\n".join(json.dumps(e) for e in events))
+    emitter = LineageEmitter(tmp_path / "outbox.sqlite", "http://127.0.0.1:9")
+    queued = forward_events(path, emitter, SPARK_SUPPLIER_STATS_JOB, DAGSTER_JOB)
+    parents = {e["run"]["facets"]["parent"]["job"]["name"] for e in queued}
+    assert parents == {DAGSTER_JOB, SPARK_SUPPLIER_STATS_JOB}
+    assert queued[0]["job"]["name"] == SPARK_SUPPLIER_STATS_JOB
+
+
+def test_an_unknown_parent_of_another_run_is_left_as_it_is():
+    events = listener_events()
+    parent = events[2]["run"]["facets"]["parent"]
+    parent["job"]["name"], parent["run"]["runId"] = "unknown", "0195c1c0-0000-7000-8000-0000000000ff"
+    from lineage_assets.spark.lineage import attach_actions_to_application
+
+    assert attach_actions_to_application(events, "supplier_stats")[2]["run"]["facets"]["parent"]["job"]["name"] == (
+        "unknown"
+    )
