@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 import dagster as dg
+import pyarrow as pa
 import pytest
 import requests
 
@@ -27,6 +29,17 @@ from lineage_assets.lineage.outbox import Drainer, Outbox
 from lineage_assets.main_run import BATCH_SENSOR
 from lineage_assets.metadata import asset_key
 from lineage_assets.resources import LineageResource, build_resources
+
+#: the columns of Iceberg orders as Arrow, for tests that write orders into the table directly with pyiceberg
+ORDERS_ARROW = pa.schema(
+    [
+        ("order_id", pa.string()),
+        ("item", pa.string()),
+        ("price", pa.decimal128(10, 2)),
+        ("supplier", pa.string()),
+        ("bid_time", pa.timestamp("us")),
+    ]
+)
 
 #: OpenLineage job namespace of tests that make the pipeline's jobs fail or stop on purpose: their runs go to
 #: Marquez beside the pipeline's jobs, never on top of them
@@ -138,3 +151,19 @@ def new_orders_sensor_paused(settings) -> Iterator[None]:
         cursor = {"event": latest[0].storage_id if latest else 0, "snapshot": getattr(snapshot, "snapshot_id", None)}
         stack_sensor(settings, "cursor", BATCH_SENSOR, "--set", json.dumps(cursor))
         stack_sensor(settings, "start", BATCH_SENSOR)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's Chromium driven by Playwright, for the UI tests (both installed by scripts/bootstrap.sh)."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.fail("Playwright is not installed in the venv: run scripts/bootstrap.sh", pytrace=False)
+    chromium = shutil.which("chromium")
+    if not chromium:
+        pytest.fail("Debian's chromium is not installed: run scripts/bootstrap.sh (as root)", pytrace=False)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        yield browser
+        browser.close()

@@ -4,7 +4,6 @@ holds the graph; this proves the UI (its Node server, its bundle, its layout wor
 
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 
@@ -38,15 +37,7 @@ def wait_for_jobs(settings, names: set[str], timeout: float = 60) -> None:
         pytest.fail(f"Marquez has no jobs {sorted(missing)}: run the main pipeline first: lineage-lab pipeline run")
 
 
-def test_orders_lineage_page_draws_the_pipeline(settings):
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.fail("Playwright is not installed in the venv: run scripts/bootstrap.sh", pytrace=False)
-    chromium = shutil.which("chromium")
-    if not chromium:
-        pytest.fail("Debian's chromium is not installed: run scripts/bootstrap.sh (as root)", pytrace=False)
-
+def test_orders_lineage_page_draws_the_pipeline(settings, browser):
     pipeline = Pipeline.from_settings(settings)
     jobs = {name for name in pipeline.jobs if name != DAGSTER_JOB}  # the Dagster run job has no datasets to draw
     tables = [pipeline.dataset(k).name for k in ("iceberg_orders", "iceberg_supplier_stats")]
@@ -55,19 +46,17 @@ def test_orders_lineage_page_draws_the_pipeline(settings):
     orders = pipeline.dataset("kafka_orders")
     url = lineage_page(settings.marquez_web_url, orders.namespace, orders.name, depth=DEPTH)
     SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+    page = browser.new_page(viewport={"width": 1600, "height": 1000})
+    try:
+        page.goto(url, wait_until="networkidle")
         try:
-            page = browser.new_page(viewport={"width": 1600, "height": 1000})
-            page.goto(url, wait_until="networkidle")
-            try:
-                # node captions ("JOB"/"DATASET") are SVG text the UI renders only once its worker laid the graph out
-                page.wait_for_selector("svg text:text-is('JOB')", timeout=30_000)
-            finally:
-                page.screenshot(path=SCREENSHOT, full_page=True)
-            labels = set(page.locator("svg text").all_text_contents())
+            # node captions ("JOB"/"DATASET") are SVG text the UI renders only once its worker laid the graph out
+            page.wait_for_selector("svg text:text-is('JOB')", timeout=30_000)
         finally:
-            browser.close()
+            page.screenshot(path=SCREENSHOT, full_page=True)
+        labels = set(page.locator("svg text").all_text_contents())
+    finally:
+        page.close()
 
     # Long names are cut, so assert the labels a user reads. Marquez files Spark's datasets on the action child jobs
     # (dagster.supplier_stats.overwrite_by_expression...), so "dagster.supplier..." is drawn for that child.

@@ -22,17 +22,7 @@ from lineage_assets.lineage.identity import DAGSTER_JOB, Pipeline
 from lineage_assets.lineage.identity import SPARK_SUPPLIER_STATS_JOB as SPARK_JOB
 from lineage_assets.resources import LineageResource, build_resources
 from lineage_assets.spark.supplier_stats import build_supplier_stats_asset
-from tests.service.lineage_assets.conftest import new_orders_sensor_paused
-
-ARROW = pa.schema(
-    [
-        ("order_id", pa.string()),
-        ("item", pa.string()),
-        ("price", pa.decimal128(10, 2)),
-        ("supplier", pa.string()),
-        ("bid_time", pa.timestamp("us")),
-    ]
-)
+from tests.service.lineage_assets.conftest import ORDERS_ARROW, new_orders_sensor_paused
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -58,7 +48,7 @@ def orders_table(settings, days):
 
 
 def write_orders(table, rows) -> None:
-    table.append(pa.Table.from_pylist(rows, schema=ARROW))
+    table.append(pa.Table.from_pylist(rows, schema=ORDERS_ARROW))
 
 
 def known_orders(days, n=300, seed=11):

@@ -25,18 +25,9 @@ from lineage_assets.flink.tables import ensure_orders_table
 from lineage_assets.lineage.identity import DAGSTER_JOB, Pipeline
 from lineage_assets.lineage.marquez import MarquezClient
 from lineage_assets.metadata import asset_key
-from tests.service.lineage_assets.conftest import new_orders_sensor_paused
+from tests.service.lineage_assets.conftest import ORDERS_ARROW, new_orders_sensor_paused
 
 DAYS = 7
-ORDERS = pa.schema(
-    [
-        ("order_id", pa.string()),
-        ("item", pa.string()),
-        ("price", pa.decimal128(10, 2)),
-        ("supplier", pa.string()),
-        ("bid_time", pa.timestamp("us")),
-    ]
-)
 LAUNCH = """
 mutation($params: LaunchBackfillParams!) {
   launchPartitionBackfill(backfillParams: $params) {
@@ -160,7 +151,7 @@ def backfill_and_check(settings, pipeline, instance, orders_table, table, days) 
         "total_count": 2,
     }
     table.append(pa.Table.from_pylist([*marker, stale], schema=table.schema().as_arrow()))
-    orders_table.append(pa.Table.from_pylist(orders_for(inside), schema=ORDERS))
+    orders_table.append(pa.Table.from_pylist(orders_for(inside), schema=ORDERS_ARROW))
     around = {d: rows_of(table, d) for d in (before, after)}
 
     backfill_id = launch_backfill(settings, key, [d.isoformat() for d in inside])

@@ -7,7 +7,6 @@ Dagster+ serves (``dagster_asset_health_queries_supported`` is False in OSS)."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from urllib.parse import quote
 
@@ -26,21 +25,6 @@ ARTIFACTS = Path(__file__).parents[2] / "artifacts"
 #: how the asset page words each freshness state
 SHOWN = {FreshnessState.PASS: "Passing", FreshnessState.WARN: "Warning", FreshnessState.FAIL: "Failing"}
 FRESHNESS_KEYS = ("iceberg_orders", "kafka_supplier_stats", "archive_orders", "iceberg_supplier_stats")
-
-
-@pytest.fixture(scope="module")
-def browser():
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.fail("Playwright is not installed in the venv: run scripts/bootstrap.sh", pytrace=False)
-    chromium = shutil.which("chromium")
-    if not chromium:
-        pytest.fail("Debian's chromium is not installed: run scripts/bootstrap.sh (as root)", pytrace=False)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
-        yield browser
-        browser.close()
 
 
 @pytest.fixture(scope="module")
