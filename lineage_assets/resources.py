@@ -37,14 +37,18 @@ class SourceDatabaseResource(dg.ConfigurableResource):
     dbname: str
     user: str
     password: str
+    #: a superuser of the same server, only to install the schema guard (event triggers need one); empty: not
+    #: installed, and the source table's asset says so
+    admin_user: str = ""
+    admin_password: str = ""
 
-    def connect(self) -> psycopg.Connection:
+    def connect(self, admin: bool = False) -> psycopg.Connection:
         return psycopg.connect(
             host=self.host,
             port=self.port,
             dbname=self.dbname,
-            user=self.user,
-            password=self.password,
+            user=self.admin_user if admin else self.user,
+            password=self.admin_password if admin else self.password,
             autocommit=True,
             connect_timeout=5,
         )
@@ -113,6 +117,8 @@ def build_resources(settings: StackSettings) -> dict[str, dg.ConfigurableResourc
             dbname="orders_source",
             user="orders",
             password=_env_or("LINEAGE_LAB_SOURCE_DB_PASSWORD", settings.source_db_password),
+            admin_user=settings.postgres_superuser,
+            admin_password=_env_or("LINEAGE_LAB_POSTGRES_PASSWORD", settings.postgres_password),
         ),
         "object_store": ObjectStoreResource(
             endpoint=settings.s3_endpoint,

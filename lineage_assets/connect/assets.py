@@ -10,6 +10,7 @@ from lineage_assets.kafka.topics import TopicSpec, ensure_topic
 from lineage_assets.lineage.identity import DEAD_LETTER_TOPICS, Pipeline
 from lineage_assets.metadata import asset_key, identity_metadata
 from lineage_assets.resources import ConnectResource, KafkaResource, ObjectStoreResource, SourceDatabaseResource
+from lineage_assets.source import schema_guard
 from lineage_assets.source.orders import ensure_table
 
 OWNERS = ["team:data-platform"]
@@ -33,11 +34,20 @@ def build_connect_assets(pipeline: Pipeline, settings: StackSettings) -> list[dg
         group_name="source",
         metadata=identity_metadata(pipeline, table),
     )
-    def orders_source_table(source_db: SourceDatabaseResource) -> dg.MaterializeResult:
+    def orders_source_table(
+        context: dg.AssetExecutionContext, source_db: SourceDatabaseResource
+    ) -> dg.MaterializeResult:
         with source_db.connect() as conn:
             ensure_table(conn)
             (rows,) = conn.execute("SELECT count(*) FROM public.orders").fetchone()
-        return dg.MaterializeResult(metadata={"dagster/row_count": rows})
+        if source_db.admin_user:
+            with source_db.connect(admin=True) as admin:
+                guarded = schema_guard.install(admin, pipeline)
+            guard = f"installed: dropping or retyping {', '.join(sorted(guarded))} is refused"
+        else:
+            guard = "not installed (no admin_user configured): incompatible changes to the table are not refused"
+            context.log.warning(f"schema guard {guard}")
+        return dg.MaterializeResult(metadata={"dagster/row_count": rows, "schema_guard": guard})
 
     @dg.asset(
         key=asset_key(topic),

@@ -14,7 +14,7 @@ from lineage_assets.connect.assets import DLQ_TOPIC, ORDERS_TOPIC, SINK_CONNECTO
 from lineage_assets.connect.client import ConnectError
 from lineage_assets.connect.runs import Track, step
 from lineage_assets.freshness import CAUGHT_UP, NEW_DATA, REASON, caught_up_materialization_due
-from lineage_assets.kafka.topics import consumer_lag, end_offsets
+from lineage_assets.kafka.topics import KafkaUnavailable, consumer_lag, end_offsets
 from lineage_assets.lineage.events import EventBuilder
 from lineage_assets.lineage.identity import Column, Pipeline
 from lineage_assets.metadata import asset_key
@@ -105,9 +105,13 @@ def build_connector_sensor(
                 return "DELETED"
             return "FAILED" if any(t.state == "FAILED" for t in st.tasks) else st.state
 
-        offsets = end_offsets(kafka.bootstrap_servers, ORDERS_TOPIC.name)
-        dlq = sum(end_offsets(kafka.bootstrap_servers, DLQ_TOPIC.name).values())
-        lag = consumer_lag(kafka.bootstrap_servers, ORDERS_TOPIC.name, f"connect-{SINK_CONNECTOR}")
+        try:
+            offsets = end_offsets(kafka.bootstrap_servers, ORDERS_TOPIC.name)
+            dlq = sum(end_offsets(kafka.bootstrap_servers, DLQ_TOPIC.name).values())
+            lag = consumer_lag(kafka.bootstrap_servers, ORDERS_TOPIC.name, f"connect-{SINK_CONNECTOR}")
+        except KafkaUnavailable as exc:  # connector states (and their runs, already emitted) still count
+            context.log.warning(str(exc))
+            offsets, dlq, lag = {}, -1, None
         objects, size = 0, 0
         paginator = object_store.client().get_paginator("list_objects_v2")
         for page in paginator.paginate(Bucket=pipeline_bucket(pipeline), Prefix=archive_prefix):

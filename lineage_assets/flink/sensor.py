@@ -19,7 +19,7 @@ from lineage_assets.flink import iceberg_ingestion, supplier_stats
 from lineage_assets.flink.client import FlinkClient, FlinkError
 from lineage_assets.flink.runs import close_run
 from lineage_assets.freshness import CAUGHT_UP, NEW_DATA, REASON, caught_up_materialization_due
-from lineage_assets.kafka.topics import consumer_lag, end_offsets
+from lineage_assets.kafka.topics import KafkaUnavailable, consumer_lag, end_offsets
 from lineage_assets.lineage.events import EventBuilder
 from lineage_assets.lineage.identity import Dataset, Pipeline
 from lineage_assets.metadata import asset_key
@@ -115,9 +115,13 @@ def build_flink_job_sensor(pipeline: Pipeline, settings: StackSettings) -> dg.Se
                     "records_in": records_in,
                     "records_out": records_out,
                 }
-            output, marker = tracked.output_facts(pipeline, target, iceberg, kafka)
-            lag = input_lag(pipeline, tracked, kafka)
-            facts |= {**output, "consumer_lag": lag if lag is not None else "no committed offsets yet"}
+            try:
+                output, marker = tracked.output_facts(pipeline, target, iceberg, kafka)
+                lag = input_lag(pipeline, tracked, kafka)
+            except KafkaUnavailable as exc:  # the job's state is still worth reporting; no data facts this tick
+                context.log.warning(str(exc))
+                output, marker, lag = {"kafka": str(exc)}, None, None
+            facts |= {**output, "consumer_lag": lag if lag is not None else "unknown (no committed offsets)"}
             events.append(dg.AssetObservation(asset_key=key, metadata=facts))
             # a materialization when the output got new data, or when the job is running and has consumed all its
             # input: freshness policies see the output current, and late once the job stops or falls behind

@@ -21,6 +21,16 @@ class TopicError(RuntimeError):
     """A topic cannot be created or brought to its declared shape."""
 
 
+class KafkaUnavailable(RuntimeError):
+    """The broker did not answer; the message names it and says what to check."""
+
+    def __init__(self, bootstrap: str, timeout: float, cause: Exception) -> None:
+        super().__init__(
+            f"Kafka at {bootstrap} did not answer within {timeout:.0f} s ({cause}): is the broker up "
+            "(`lineage-lab stack status`), or is LINEAGE_LAB_KAFKA_PORT pointing elsewhere?"
+        )
+
+
 @dataclass(frozen=True)
 class TopicSpec:
     name: str
@@ -89,6 +99,8 @@ def end_offsets(bootstrap: str, topic: str, timeout: float = 10.0) -> dict[int, 
             p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[1]
             for p in sorted(metadata.partitions)
         }
+    except KafkaException as exc:
+        raise KafkaUnavailable(bootstrap, timeout, exc) from exc
     finally:
         consumer.close()
 
@@ -102,6 +114,8 @@ def consumer_lag(bootstrap: str, topic: str, group: str, timeout: float = 10.0) 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
     try:
         committed = consumer.committed([TopicPartition(topic, p) for p in ends], timeout=timeout)
+    except KafkaException as exc:
+        raise KafkaUnavailable(bootstrap, timeout, exc) from exc
     finally:
         consumer.close()
     if all(tp.offset < 0 for tp in committed):

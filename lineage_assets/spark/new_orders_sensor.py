@@ -20,6 +20,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import dagster as dg
+import requests
+from pyiceberg.exceptions import NoSuchTableError
 
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.metadata import asset_key
@@ -117,7 +119,14 @@ def build_supplier_stats_partition_sensor(pipeline: Pipeline, name: str = "suppl
         latest = records[0] if records else None
         if latest is None or (cursor and latest.storage_id == cursor["event"]):
             return dg.SkipReason(f"no new materialization of {source_key.to_user_string()}")
-        table = iceberg.catalog().load_table(source.symlinks[0].name)
+        try:
+            table = iceberg.catalog().load_table(source.symlinks[0].name)
+        except NoSuchTableError:
+            return dg.SkipReason(
+                f"Iceberg table {source.symlinks[0].name} does not exist: materialize {source_key.to_user_string()}"
+            )
+        except requests.RequestException as exc:  # nothing handled: the next tick starts from the same cursor
+            return dg.SkipReason(f"the Iceberg catalog at {iceberg.uri} did not answer ({exc}): is it up?")
         current = table.current_snapshot()
         current_id = current.snapshot_id if current else None
         infos = [
@@ -154,13 +163,13 @@ def build_supplier_stats_partition_sensor(pipeline: Pipeline, name: str = "suppl
         waiting = queued_days(context.instance, target_key, valid)
         for day in sorted(waiting):
             context.log.info(f"{day}: a run is already queued and will read the new snapshot(s) when it starts")
-        requests = [
+        run_requests = [
             dg.RunRequest(run_key=f"{snap}:{day}", partition_key=day, asset_selection=[target_key])
             for day, snap in sorted(days.items())
             if day in valid - waiting
         ]
-        if not requests:
+        if not run_requests:
             return dg.SensorResult(skip_reason=f"{len(new)} new snapshot(s), no day to recompute", cursor=new_cursor)
-        return dg.SensorResult(run_requests=requests, cursor=new_cursor)
+        return dg.SensorResult(run_requests=run_requests, cursor=new_cursor)
 
     return supplier_stats_new_orders_sensor
