@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs everything lineage-lab needs on a fresh Debian machine, idempotently:
-#   system packages (Java 17 JDK, Maven, PostgreSQL, Node.js, Chromium), the Dagster venv (.venv), the PyFlink venv
+#   system packages (Java 17 JDK, Maven, PostgreSQL, Node.js, Chromium, acl), the Dagster venv (.venv), the PyFlink venv
 #   (.venv-flink) and the JVM artifacts of infra/artifacts.toml (resolved by Maven into ~/.cache/lineage-lab/jars).
 # Re-running it only does what changed. Both README commands call it first.
 set -euo pipefail
@@ -17,6 +17,7 @@ command -v mvn >/dev/null 2>&1 || missing+=(maven)
 ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing+=(postgresql)
 command -v node >/dev/null 2>&1 || missing+=(nodejs)  # Marquez's web UI server
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)  # the UI tests' browser (Playwright drives it)
+command -v setfacl >/dev/null 2>&1 || missing+=(acl)  # lets the postgres OS user reach a data dir under /root etc.
 if ((${#missing[@]})); then
   if [[ $(id -u) -ne 0 ]]; then
     die "missing system packages: ${missing[*]}. Install them (sudo apt-get install -y ${missing[*]}) and rerun."

@@ -60,11 +60,28 @@ class Postgres(Service):
             entry = pwd.getpwnam(RUN_AS)
             shutil.chown(path, entry.pw_uid, entry.pw_gid)
 
+    def _let_runner_traverse(self, path: Path) -> None:
+        """initdb and postgres run as the ``postgres`` OS user, which must pass through every parent of the data
+        directory: a clone under /root or in a ``mktemp -d`` folder has parents it cannot pass. Those get an ACL
+        entry letting that one user traverse them (never read or write, never other users)."""
+        if os.geteuid() != 0:
+            return
+        for parent in reversed(path.parents):  # from / down: each check needs the ones above to pass already
+            if subprocess.run(["test", "-x", str(parent)], user=RUN_AS).returncode == 0:
+                continue
+            if not shutil.which("setfacl"):
+                raise self.fail(
+                    f"the {RUN_AS!r} OS user cannot pass through {parent} to reach {path}: install Debian's `acl` "
+                    "(scripts/bootstrap.sh does), make it traversable (chmod o+x), or set LINEAGE_LAB_HOME elsewhere"
+                )
+            subprocess.run(["setfacl", "-m", f"u:{RUN_AS}:--x", str(parent)], check=True)
+
     def prepare(self) -> None:
         data = self.data_path
+        data.mkdir(parents=True, exist_ok=True)
+        self._let_runner_traverse(data)
         if (data / "PG_VERSION").exists():
             return
-        data.mkdir(parents=True, exist_ok=True)
         data.chmod(0o700)
         self._owned_by_runner(data)
         # the password file sits next to the data (same owner); initdb needs an empty data dir, so a sibling
