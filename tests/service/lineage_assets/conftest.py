@@ -121,6 +121,18 @@ def evaluate_sensor(sensor, instance, resources, cursor: str | None):
     return result
 
 
+def stack_dagster_instance(settings) -> dg.DagsterInstance:
+    """The stack's own Dagster instance (use it as a context manager): the one whose daemon runs the sensors,
+    schedules, backfills and freshness evaluation."""
+    return dg.DagsterInstance.from_config(str(DagsterDev(settings).dagster_home))
+
+
+@pytest.fixture(scope="module")
+def stack_instance(settings):
+    with stack_dagster_instance(settings) as instance:
+        yield instance
+
+
 def stack_sensor(settings, *args: str) -> None:
     """``dagster sensor ARGS`` against the stack's instance (what the UI's sensor page does)."""
     result = subprocess.run(
@@ -145,7 +157,7 @@ def new_orders_sensor_paused(settings) -> Iterator[None]:
     try:
         yield
     finally:
-        with dg.DagsterInstance.from_config(str(DagsterDev(settings).dagster_home)) as instance:
+        with stack_dagster_instance(settings) as instance:
             latest = instance.fetch_materializations(asset_key(orders), limit=1).records
         snapshot = load_catalog(settings).load_table(orders.symlinks[0].name).current_snapshot()
         cursor = {"event": latest[0].storage_id if latest else 0, "snapshot": getattr(snapshot, "snapshot_id", None)}

@@ -11,7 +11,6 @@ import dagster as dg
 import pytest
 from dagster._core.definitions.freshness import FreshnessState  # not exported by dagster yet
 
-from infra.services.dagster import DagsterDev
 from lineage_assets.definitions import defs
 from lineage_assets.flink.client import FlinkClient
 from lineage_assets.lineage.identity import Pipeline
@@ -30,13 +29,6 @@ def window(settings) -> float:
             "LINEAGE_LAB_STREAMING_FRESH_MINUTES=2 (scripts/test.sh does) to see it turn late in test time"
         )
     return settings.streaming_fresh_minutes * 60.0
-
-
-@pytest.fixture(scope="module")
-def instance(settings):
-    """The stack's own Dagster instance: the one its daemon runs sensors and freshness for."""
-    with dg.DagsterInstance.from_config(str(DagsterDev(settings).dagster_home)) as instance:
-        yield instance
 
 
 @pytest.fixture(scope="module")
@@ -73,22 +65,22 @@ def wait_for(read, wanted, timeout: float, what: str):
     assert seen == wanted, f"{what}: still {seen} after {timeout:.0f} s"
 
 
-def test_a_cancelled_flink_job_turns_its_output_late_within_the_window(settings, window, instance, pipeline):
+def test_a_cancelled_flink_job_turns_its_output_late_within_the_window(settings, window, stack_instance, pipeline):
     key = asset_key(pipeline.dataset("kafka_supplier_stats"))
-    deployed = deploy(instance, pipeline)
+    deployed = deploy(stack_instance, pipeline)
     jid, run_id = deployed.metadata["flink_job_id"].value, deployed.metadata["openlineage/run_id"].value
-    wait_for(lambda: state(instance, key), FreshnessState.PASS, DAEMON_DELAY, "fresh once deployed")
+    wait_for(lambda: state(stack_instance, key), FreshnessState.PASS, DAEMON_DELAY, "fresh once deployed")
 
     FlinkClient(settings).cancel(jid)
     cancelled = time.time()
     wait_for(
-        lambda: state(instance, key),
+        lambda: state(stack_instance, key),
         FreshnessState.FAIL,
         window + DAEMON_DELAY,
         f"late within the {window:.0f} s window after the job was cancelled",
     )
     late_after = time.time() - cancelled
-    latest = instance.get_latest_materialization_event(key)
+    latest = stack_instance.get_latest_materialization_event(key)
     assert latest.timestamp < cancelled + 35, "a cancelled job's output is not materialized again (one tick at most)"
     assert late_after >= window - 35, f"late after {late_after:.0f} s: before the {window:.0f} s window was over"
 
@@ -101,5 +93,5 @@ def test_a_cancelled_flink_job_turns_its_output_late_within_the_window(settings,
         f"the Marquez run {run_id} of the cancelled job",
     )
 
-    deploy(instance, pipeline)  # later tests find the job running again, and so does the freshness status
-    wait_for(lambda: state(instance, key), FreshnessState.PASS, DAEMON_DELAY, "fresh again once redeployed")
+    deploy(stack_instance, pipeline)  # later tests find the job running again, and so does the freshness status
+    wait_for(lambda: state(stack_instance, key), FreshnessState.PASS, DAEMON_DELAY, "fresh again once redeployed")

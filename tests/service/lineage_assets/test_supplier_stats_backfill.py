@@ -18,7 +18,6 @@ import requests
 from dagster._core.execution.backfill import BulkActionStatus  # not exported by dagster
 from pyiceberg.expressions import And, GreaterThanOrEqual, LessThan
 
-from infra.services.dagster import DagsterDev
 from infra.services.iceberg_catalog import load_catalog
 from lineage_assets.definitions import defs
 from lineage_assets.flink.tables import ensure_orders_table
@@ -50,12 +49,6 @@ def days() -> list[dt.date]:
     """Seven days of 2025 no other test writes, with a day before and after them that the backfill must not touch."""
     first = dt.date(2025, 1, 2) + dt.timedelta(days=random.randrange(0, 350))
     return [first + dt.timedelta(days=i) for i in range(-1, DAYS + 1)]
-
-
-@pytest.fixture(scope="module")
-def instance(settings):
-    with dg.DagsterInstance.from_config(str(DagsterDev(settings).dagster_home)) as instance:
-        yield instance
 
 
 def orders_for(days: list[dt.date], seed: int = 7) -> list[dict]:
@@ -126,12 +119,12 @@ def launch_backfill(settings, key: dg.AssetKey, partitions: list[str]) -> str:
 
 
 def test_a_seven_day_backfill_runs_one_spark_application_and_one_lineage_run_per_day(
-    settings, pipeline, days, instance
+    settings, pipeline, days, stack_instance
 ):
     orders_table = ensure_orders_table(load_catalog(settings), pipeline.dataset("iceberg_orders").symlinks[0].name)
     table = stats_table(settings, pipeline, days)
     with new_orders_sensor_paused(settings):
-        backfill_and_check(settings, pipeline, instance, orders_table, table, days)
+        backfill_and_check(settings, pipeline, stack_instance, orders_table, table, days)
 
 
 def backfill_and_check(settings, pipeline, instance, orders_table, table, days) -> None:

@@ -14,7 +14,6 @@ import dagster as dg
 import pytest
 from dagster._core.definitions.freshness import FreshnessState  # not exported by dagster yet
 
-from infra.services.dagster import DagsterDev
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.main_run import BATCH_SENSOR
 from lineage_assets.metadata import asset_key
@@ -25,12 +24,6 @@ ARTIFACTS = Path(__file__).parents[2] / "artifacts"
 #: how the asset page words each freshness state
 SHOWN = {FreshnessState.PASS: "Passing", FreshnessState.WARN: "Warning", FreshnessState.FAIL: "Failing"}
 FRESHNESS_KEYS = ("iceberg_orders", "kafka_supplier_stats", "archive_orders", "iceberg_supplier_stats")
-
-
-@pytest.fixture(scope="module")
-def instance(settings):
-    with dg.DagsterInstance.from_config(str(DagsterDev(settings).dagster_home)) as instance:
-        yield instance
 
 
 def open_page(browser, url: str, screenshot: Path, ready: str):
@@ -48,7 +41,7 @@ def open_page(browser, url: str, screenshot: Path, ready: str):
     return page
 
 
-def test_asset_pages_show_the_freshness_the_daemon_evaluated(settings, browser, instance):
+def test_asset_pages_show_the_freshness_the_daemon_evaluated(settings, browser, stack_instance):
     pipeline = Pipeline.from_settings(settings)
     base = f"http://{settings.host}:{settings.dagster_port}"
     for group in ("streaming", "batch"):
@@ -60,7 +53,7 @@ def test_asset_pages_show_the_freshness_the_daemon_evaluated(settings, browser, 
         )
         page.close()
     keys = [asset_key(pipeline.dataset(k)) for k in FRESHNESS_KEYS]
-    states = instance.get_freshness_state_records(keys)
+    states = stack_instance.get_freshness_state_records(keys)
     missing = [k.to_user_string() for k in keys if k not in states]
     assert not missing, f"the daemon has evaluated no freshness for {missing}: run `lineage-lab pipeline run` first"
     for key in keys:
@@ -69,15 +62,15 @@ def test_asset_pages_show_the_freshness_the_daemon_evaluated(settings, browser, 
         shot = ARTIFACTS / f"dagster-asset-{'-'.join(key.path)}.png"
         page = open_page(browser, f"{base}/assets/{'/'.join(key.path)}", shot, "Freshness policy")
         # the daemon may re-evaluate between reading the record and rendering: accept the state it holds now
-        now = SHOWN[instance.get_freshness_state_records([key])[key].freshness_state]
+        now = SHOWN[stack_instance.get_freshness_state_records([key])[key].freshness_state]
         shown = page.get_by_text(now, exact=True)
         shown.first.wait_for(timeout=30_000)
         assert shown.count(), f"{key.to_user_string()}: the page does not say {now}; see {shot}"
         page.close()
 
 
-def test_the_sensor_and_the_runs_it_requested_are_shown(settings, browser, instance):
-    runs = instance.get_runs(filters=dg.RunsFilter(tags={"dagster/sensor_name": BATCH_SENSOR}), limit=1)
+def test_the_sensor_and_the_runs_it_requested_are_shown(settings, browser, stack_instance):
+    runs = stack_instance.get_runs(filters=dg.RunsFilter(tags={"dagster/sensor_name": BATCH_SENSOR}), limit=1)
     assert runs, f"{BATCH_SENSOR} has requested no run yet: run `lineage-lab pipeline run` first"
     base = f"http://{settings.host}:{settings.dagster_port}"
     page = open_page(
