@@ -2,7 +2,7 @@
 
 The streaming outputs count as fresh while their job keeps them current: their sensors record a materialization
 when new data arrives (a new Iceberg snapshot, new records in the output topic, new archive objects), and, when no
-input came, once every half window while the job runs and has consumed all its input (its output is then as
+input came, once every quarter window while the job runs and has consumed all its input (its output is then as
 current as it can be). A stopped, failed or lagging Flink job or connector therefore turns its output late within
 the window, and a quiet topic does not. The daily supplier_stats must be finalised early each day.
 """
@@ -30,9 +30,10 @@ def daily_batch() -> dg.FreshnessPolicy:
 
 def caught_up_materialization_due(last_materialized: float | None, now: float, settings: StackSettings) -> bool:
     """Whether a running job that has consumed all its input should record a materialization now: when its output
-    has none yet or its last one is half a freshness window old (so a quiet input never makes it late)."""
-    half_window = settings.streaming_fresh_minutes * 60 / 2
-    return last_materialized is None or now - last_materialized >= half_window
+    has none yet or its last one is a quarter of the freshness window old. That is well before the warning at half
+    the window, even with a sensor tick late, so a quiet input never makes the output warn or late."""
+    quarter_window = settings.streaming_fresh_minutes * 60 / 4
+    return last_materialized is None or now - last_materialized >= quarter_window
 
 
 #: metadata key saying why a streaming output was materialized

@@ -34,11 +34,11 @@ def test_streaming_outputs_and_the_daily_table_declare_freshness():
     assert daily.deadline_cron == "0 2 * * *"
 
 
-def test_a_caught_up_job_refreshes_its_output_every_half_window():
+def test_a_caught_up_job_refreshes_its_output_every_quarter_window():
     settings = StackSettings(streaming_fresh_minutes=10)
     assert caught_up_materialization_due(None, 1_000.0, settings), "an output never materialized"
-    assert not caught_up_materialization_due(1_000.0, 1_000.0 + 299, settings)
-    assert caught_up_materialization_due(1_000.0, 1_000.0 + 300, settings)
+    assert not caught_up_materialization_due(1_000.0, 1_000.0 + 149, settings)
+    assert caught_up_materialization_due(1_000.0, 1_000.0 + 150, settings), "a quarter window: before the warning"
 
 
 def test_every_sensor_and_schedule_runs_on_its_own_by_default():
