@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import json
 import os
 import shutil
@@ -10,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,10 +21,15 @@ import dagster as dg
 import pyarrow as pa
 import pytest
 import requests
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer
+from confluent_kafka.serialization import MessageField, SerializationContext
 
 from infra.services.dagster import DagsterDev
 from infra.services.iceberg_catalog import load_catalog
 from infra.settings import REPO_ROOT
+from lineage_assets.connect.assets import ORDERS_TOPIC
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.lineage.marquez import MarquezClient
 from lineage_assets.lineage.outbox import Drainer, Outbox
@@ -44,6 +51,12 @@ ORDERS_ARROW = pa.schema(
 #: OpenLineage job namespace of tests that make the pipeline's jobs fail or stop on purpose: their runs go to
 #: Marquez beside the pipeline's jobs, never on top of them
 TEST_JOB_NAMESPACE = "lineage-lab-tests"
+
+
+@pytest.fixture(scope="module")
+def pipeline(settings) -> Pipeline:
+    """The pipeline's identities on the running stack (a module may override it, e.g. with pipeline_for_tests)."""
+    return Pipeline.from_settings(settings)
 
 
 def pipeline_for_tests(settings) -> Pipeline:
@@ -85,6 +98,84 @@ def wait_until_quiet(read: Callable[[], object], what: str, quiet: float = 15.0,
         elif time.monotonic() - since >= quiet:
             return
     pytest.fail(f"{what} kept changing for {timeout:.0f} s (last: {last})")
+
+
+def read_topic(settings, topic: str, want, done=None, timeout: float = 180.0) -> list:
+    """Committed records of ``topic`` (from the start) that ``want`` maps to a value, until ``done(found)``; without
+    ``done``, every one up to the topic's end when the read began (duplicates kept)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": settings.kafka_bootstrap,
+            "group.id": f"t-{uuid.uuid4()}",
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+        }
+    )
+    found: list = []
+    deadline = time.monotonic() + timeout
+    try:
+        if done is None:
+            partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+            ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10) for p in partitions}
+            remaining = [TopicPartition(topic, p, low) for p, (low, high) in ends.items() if high > low]
+            consumer.assign(remaining)
+
+            def finished(_found) -> bool:  # positions pass transaction markers too, which are never delivered
+                remaining[:] = [tp for tp in consumer.position(remaining) if tp.offset < ends[tp.partition][1]]
+                return not remaining
+        else:
+            consumer.subscribe([topic])
+            finished = done
+        while time.monotonic() < deadline and not finished(found):
+            msg = consumer.poll(1.0)
+            if msg is not None and not msg.error():
+                item = want(msg)
+                if item is not None:
+                    found.append(item)
+    finally:
+        consumer.close()
+    return found
+
+
+def after_everything_in_orders(settings) -> dt.datetime:
+    """A window start later than every bid_time already in `orders` (earlier runs' data included), so the job's
+    watermark never makes this run's orders late."""
+    deserialize = AvroDeserializer(SchemaRegistryClient({"url": settings.schema_registry_url}))
+    ctx = SerializationContext("orders", MessageField.VALUE)
+    consumer = Consumer({"bootstrap.servers": settings.kafka_bootstrap, "group.id": f"t-{uuid.uuid4()}"})
+    latest = dt.datetime.now(dt.UTC)
+    try:
+        for partition in range(ORDERS_TOPIC.partitions):
+            low, high = consumer.get_watermark_offsets(TopicPartition("orders", partition), timeout=10)
+            consumer.assign([TopicPartition("orders", partition, max(low, high - 500))])
+            for msg in consumer.consume(500, timeout=5) if high > low else []:
+                try:
+                    bid = deserialize(msg.value(), ctx)["bid_time"]
+                except Exception:  # poison records of earlier runs
+                    continue
+                latest = max(latest, bid)
+    finally:
+        consumer.close()
+    start = latest + dt.timedelta(seconds=30)
+    return start.replace(second=start.second // 5 * 5, microsecond=0)
+
+
+def upstream_columns(marquez, node_id: str, column: str) -> set[tuple[str, str, str]]:
+    """Every (namespace, dataset, field) the column derives from, through Marquez's column-lineage API."""
+    fields = {}
+    for node in marquez.column_lineage(node_id, depth=20):
+        data = node.get("data") or {}
+        fields[(data.get("namespace"), data.get("dataset"), data.get("field"))] = [
+            (f["namespace"], f["dataset"], f["field"]) for f in data.get("inputFields") or []
+        ]
+    start = next(k for k in fields if k[2] == column and node_id.endswith(f":{k[1]}"))
+    found, todo = set(), [start]
+    while todo:
+        for source in fields.get(todo.pop(), []):
+            if source not in found:
+                found.add(source)
+                todo.append(source)
+    return found
 
 
 def deliver(lineage: LineageResource, timeout: float = 60) -> None:

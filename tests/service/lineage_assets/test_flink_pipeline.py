@@ -20,7 +20,7 @@ from decimal import Decimal
 
 import dagster as dg
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
@@ -37,7 +37,14 @@ from lineage_assets.flink.sensor import build_flink_job_sensor
 from lineage_assets.kafka.topics import ensure_topic
 from lineage_assets.lineage.marquez import MarquezClient
 from lineage_assets.metadata import asset_key
-from tests.service.lineage_assets.conftest import deliver, evaluate_sensor, outbox_events, pipeline_for_tests
+from tests.service.lineage_assets.conftest import (
+    after_everything_in_orders,
+    deliver,
+    evaluate_sensor,
+    outbox_events,
+    pipeline_for_tests,
+    read_topic,
+)
 
 SUPPLIERS = ["Alice", "Bob", "Carol", "Alex", "Joe", "James", "Jane", "Jack"]
 POISON_SCHEMA = {  # a registered writer schema whose bid_time may be null
@@ -166,29 +173,6 @@ class Orders:
         assert self.producer.flush(60) == 0
 
 
-def after_everything_in_orders(settings) -> dt.datetime:
-    """A window start later than every bid_time already in `orders` (earlier runs' data included), so the job's
-    watermark never makes this run's orders late."""
-    deserialize = AvroDeserializer(SchemaRegistryClient({"url": settings.schema_registry_url}))
-    ctx = SerializationContext("orders", MessageField.VALUE)
-    consumer = Consumer({"bootstrap.servers": settings.kafka_bootstrap, "group.id": f"t-{uuid.uuid4()}"})
-    latest = dt.datetime.now(dt.UTC)
-    try:
-        for partition in range(ORDERS_TOPIC.partitions):
-            low, high = consumer.get_watermark_offsets(TopicPartition("orders", partition), timeout=10)
-            consumer.assign([TopicPartition("orders", partition, max(low, high - 500))])
-            for msg in consumer.consume(500, timeout=5) if high > low else []:
-                try:
-                    bid = deserialize(msg.value(), ctx)["bid_time"]
-                except Exception:  # poison records of earlier runs
-                    continue
-                latest = max(latest, bid)
-    finally:
-        consumer.close()
-    start = latest + dt.timedelta(seconds=30)
-    return start.replace(second=start.second // 5 * 5, microsecond=0)
-
-
 def expected_windows(orders: dict[str, dict]) -> dict[tuple[str, str], tuple[float, int]]:
     sums: dict[tuple[str, str], list] = {}
     for o in orders.values():
@@ -197,31 +181,6 @@ def expected_windows(orders: dict[str, dict]) -> dict[tuple[str, str], tuple[flo
         acc[0] += Decimal(o["price"])
         acc[1] += 1
     return {k: (round(float(total), 2), count) for k, (total, count) in sums.items()}
-
-
-def read_topic(settings, topic: str, want, done, timeout: float = TIMEOUT) -> list:
-    """Committed records of ``topic`` (from the start) that ``want`` maps to a value, until ``done(found)``."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": settings.kafka_bootstrap,
-            "group.id": f"t-{uuid.uuid4()}",
-            "auto.offset.reset": "earliest",
-            "isolation.level": "read_committed",
-        }
-    )
-    consumer.subscribe([topic])
-    found: list = []
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline and not done(found):
-            msg = consumer.poll(1.0)
-            if msg is not None and not msg.error():
-                item = want(msg)
-                if item is not None:
-                    found.append(item)
-    finally:
-        consumer.close()
-    return found
 
 
 def stats_in(settings, expected: dict, timeout: float = TIMEOUT) -> list[tuple[tuple[str, str], tuple[float, int]]]:

@@ -13,7 +13,6 @@ from dagster._core.definitions.freshness import FreshnessState  # not exported b
 
 from lineage_assets.definitions import defs
 from lineage_assets.flink.client import FlinkClient
-from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.lineage.marquez import MarquezClient
 from lineage_assets.metadata import asset_key
 
@@ -29,11 +28,6 @@ def window(settings) -> float:
             "LINEAGE_LAB_STREAMING_FRESH_MINUTES=2 (scripts/test.sh does) to see it turn late in test time"
         )
     return settings.streaming_fresh_minutes * 60.0
-
-
-@pytest.fixture(scope="module")
-def pipeline(settings):
-    return Pipeline.from_settings(settings)
 
 
 def deploy(instance, pipeline) -> dg.AssetMaterialization:
