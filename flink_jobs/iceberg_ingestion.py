@@ -20,12 +20,15 @@ from pyflink.table import DataTypes, EnvironmentSettings, TableEnvironment
 from pyflink.table.udf import TableFunction, udtf
 
 MAX_PRICE = Decimal("99999999.99")  # DECIMAL(10,2)
-ROW_FIELDS = ["order_id", "supplier", "item", "price", "bid_time", "error"]
+ROW_FIELDS = ["order_id", "supplier", "item", "price", "bid_time", "currency", "error"]
+#: the table's columns this job writes, in the order of the SELECT below
+TABLE_COLUMNS = ["order_id", "item", "price", "supplier", "bid_time", "currency"]
 
 
 class DecodeOrder(TableFunction):
-    """value BYTES -> exactly one row (order_id, supplier, item, price, bid_time, error); error is NULL for a good
-    order, else the reason (and the order fields are NULL)."""
+    """value BYTES -> exactly one row (order_id, supplier, item, price, bid_time, currency, error); error is NULL
+    for a good order, else the reason (and the order fields are NULL). currency is NULL in records written before
+    the source had it."""
 
     def __init__(self, registry_url: str):
         self.registry_url = registry_url
@@ -40,9 +43,10 @@ class DecodeOrder(TableFunction):
             if price.as_tuple().exponent < -2 or abs(price) > MAX_PRICE:
                 raise BadRecord(f"price {str(price)!r} does not fit DECIMAL(10,2)")
         except BadRecord as bad:
-            yield None, None, None, None, None, str(bad)[:1000]
+            yield None, None, None, None, None, None, str(bad)[:1000]
             return
-        yield order.order_id, order.supplier, order.item, str(price.quantize(Decimal("0.01"))), order.bid_time, None
+        price_text = str(price.quantize(Decimal("0.01")))
+        yield order.order_id, order.supplier, order.item, price_text, order.bid_time, order.currency, None
 
 
 def main() -> None:
@@ -81,6 +85,7 @@ def main() -> None:
                 DataTypes.STRING(),
                 DataTypes.STRING(),
                 DataTypes.TIMESTAMP(3),
+                DataTypes.STRING(),
                 DataTypes.STRING(),
             ],
         ),
@@ -148,8 +153,8 @@ def main() -> None:
 
     stmts = t_env.create_statement_set()
     stmts.add_insert_sql(f"""
-        INSERT INTO lakehouse.`{ns}`.`{tbl}`
-        SELECT order_id, item, CAST(price AS DECIMAL(10, 2)), supplier, CAST(bid_time AS TIMESTAMP(6))
+        INSERT INTO lakehouse.`{ns}`.`{tbl}` ({", ".join(TABLE_COLUMNS)})
+        SELECT order_id, item, CAST(price AS DECIMAL(10, 2)), supplier, CAST(bid_time AS TIMESTAMP(6)), currency
         FROM decoded WHERE error IS NULL""")
     stmts.add_insert_sql(f"""
         INSERT INTO orders_dlq

@@ -54,12 +54,14 @@ def dataset_exists(graph: LineageGraph, ds: Dataset) -> Finding:
 
 
 def schema_matches(graph: LineageGraph, ds: Dataset) -> Finding:
-    """(b) field names and types in the graph equal the asset's column schema."""
+    """(b) field names and types in the graph equal the asset's column schema; an optional column (one the source
+    adds later) may be absent."""
     node = graph.datasets.get((ds.namespace, ds.name))
     if node is None or not node.fields:
         return Finding(False, f"no schema for {_name((ds.namespace, ds.name))} in the lineage graph; see check (a)")
     declared = {c.name: c.type for c in ds.columns}
-    missing = sorted(set(declared) - set(node.fields))
+    not_yet = sorted(c.name for c in ds.columns if c.optional and c.name not in node.fields)
+    missing = sorted(set(declared) - set(node.fields) - set(not_yet))
     extra = sorted(set(node.fields) - set(declared))
     types = {
         c: (declared[c], node.fields[c])
@@ -67,7 +69,8 @@ def schema_matches(graph: LineageGraph, ds: Dataset) -> Finding:
         if c in node.fields and canonical_type(declared[c]) != canonical_type(node.fields[c])
     }
     if not (missing or extra or types):
-        return Finding(True, f"{len(declared)} fields match")
+        later = f" (optional, not at the source yet: {not_yet})" if not_yet else ""
+        return Finding(True, f"{len(declared) - len(not_yet)} fields match{later}")
     return Finding(
         False,
         f"schema of {ds.name} differs: missing in lineage {missing}, not declared {extra}, type (declared, lineage) "
@@ -153,8 +156,9 @@ def no_second_identity(graph: LineageGraph, ds: Dataset) -> Finding:
 
 def upstream_schema_holds(graph: LineageGraph, ds: Dataset, pipeline: Pipeline) -> Finding:
     """(f) each upstream's current version in the graph still has the columns this asset reads from it, with the
-    declared types (fails otherwise); a field the upstream gained that the identity module does not declare only
-    warns: this asset does not carry it yet."""
+    declared types (fails otherwise; an optional column may be absent: the producer writes null until the source has
+    it); a field the upstream gained that the identity module does not declare only warns: this asset does not
+    carry it yet."""
     job = pipeline.jobs.get(ds.producer)
     reads: dict[str, set[str]] = {}
     for sources in (job.column_lineage.get(ds.key, {}) if job else {}).values():
@@ -172,6 +176,8 @@ def upstream_schema_holds(graph: LineageGraph, ds: Dataset, pipeline: Pipeline) 
             continue
         for column in sorted(reads.get(key, set())):
             if column not in node.fields:
+                if up.column(column).optional:
+                    continue
                 gone.setdefault(up.name, []).append(column)
             elif canonical_type(node.fields[column]) != canonical_type(up.column(column).type):
                 changed[f"{up.name}.{column}"] = (up.column(column).type, node.fields[column])

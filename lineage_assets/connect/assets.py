@@ -6,6 +6,7 @@ import dagster as dg
 from infra.settings import StackSettings
 from lineage_assets.connect.configs import config_version, render_connector
 from lineage_assets.freshness import streaming_output
+from lineage_assets.kafka.registry import RegistryError, ensure_compatibility, subject_of
 from lineage_assets.kafka.topics import TopicSpec, ensure_topic
 from lineage_assets.lineage.identity import DEAD_LETTER_TOPICS, Pipeline
 from lineage_assets.metadata import asset_key, identity_metadata
@@ -52,8 +53,8 @@ def build_connect_assets(pipeline: Pipeline, settings: StackSettings) -> list[dg
     @dg.asset(
         key=asset_key(topic),
         deps=[asset_key(table)],
-        description=f"{topic.description}. Materializing creates the topic and deploys the {SOURCE_CONNECTOR} "
-        "connector (Debezium CDC of the orders table).",
+        description=f"{topic.description}. Materializing creates the topic, holds its value subject to a "
+        f"compatibility rule, and deploys the {SOURCE_CONNECTOR} connector (Debezium CDC of the orders table).",
         kinds={"kafka", "debezium"},
         owners=OWNERS,
         group_name="source",
@@ -61,12 +62,18 @@ def build_connect_assets(pipeline: Pipeline, settings: StackSettings) -> list[dg
     )
     def kafka_orders(kafka: KafkaResource, connect: ConnectResource) -> dg.MaterializeResult:
         topic_outcome = ensure_topic(kafka.bootstrap_servers, ORDERS_TOPIC)
+        # before the connector registers a version: an incompatible table change is refused at the registry
+        try:
+            compatibility = ensure_compatibility(kafka.schema_registry_url, ORDERS_TOPIC.name)
+        except RegistryError as exc:
+            raise dg.Failure(str(exc)) from exc
         config = render_connector(SOURCE_CONNECTOR, settings)
         outcome = connect.client().deploy(SOURCE_CONNECTOR, config)
         return dg.MaterializeResult(
             metadata={
                 "topic": f"{ORDERS_TOPIC.name} ({topic_outcome})",
                 "retention_ms": ORDERS_TOPIC.retention_ms,
+                "schema_compatibility": f"{subject_of(ORDERS_TOPIC.name)}: {compatibility}",
                 "connector": f"{SOURCE_CONNECTOR} ({outcome})",
                 "config_version": config_version(config),
             }

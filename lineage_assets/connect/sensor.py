@@ -6,8 +6,6 @@ import json
 import time
 
 import dagster as dg
-from confluent_kafka.schema_registry import SchemaRegistryClient
-from confluent_kafka.schema_registry.error import SchemaRegistryError
 
 from infra.settings import StackSettings
 from lineage_assets.connect.assets import DLQ_TOPIC, ORDERS_TOPIC, SINK_CONNECTOR, SOURCE_CONNECTOR
@@ -15,8 +13,8 @@ from lineage_assets.connect.client import ConnectError
 from lineage_assets.connect.runs import Track, step
 from lineage_assets.freshness import CAUGHT_UP, NEW_DATA, REASON, caught_up_materialization_due
 from lineage_assets.kafka.topics import KafkaUnavailable, consumer_lag, end_offsets
-from lineage_assets.lineage.events import EventBuilder
-from lineage_assets.lineage.identity import Column, Pipeline
+from lineage_assets.lineage.identity import Pipeline
+from lineage_assets.lineage.observed import observed_event_builder
 from lineage_assets.metadata import asset_key
 from lineage_assets.resources import ConnectResource, KafkaResource, LineageResource, ObjectStoreResource
 
@@ -24,30 +22,6 @@ from lineage_assets.resources import ConnectResource, KafkaResource, LineageReso
 ARCHIVE_CURSOR = "_archive_objects"
 # connector name -> its OpenLineage job (identity module); the pipeline's connectors carry their job's name
 CONNECTORS = {SOURCE_CONNECTOR: SOURCE_CONNECTOR, SINK_CONNECTOR: SINK_CONNECTOR}
-
-
-def avro_columns(schema_str: str) -> tuple[Column, ...]:
-    """Columns of an Avro record schema, as the schema facet shows them (nullable unions unwrapped, logical
-    types by their logical name)."""
-    record = json.loads(schema_str)
-    columns = []
-    for f in record.get("fields", []):
-        t = f["type"]
-        if isinstance(t, list):
-            t = next((x for x in t if x != "null"), "null")
-        if isinstance(t, dict):
-            t = t.get("logicalType") or t.get("type")
-        columns.append(Column(f["name"], str(t), f.get("doc", "")))
-    return tuple(columns)
-
-
-def registry_schema(url: str, subject: str) -> tuple[str | None, tuple[Column, ...] | None]:
-    """(``<schema id>/v<version>``, columns) of the subject's latest version; (None, None) when not registered."""
-    try:
-        latest = SchemaRegistryClient({"url": url}).get_latest_version(subject)
-    except SchemaRegistryError:
-        return None, None
-    return f"{latest.schema_id}/v{latest.version}", avro_columns(latest.schema.schema_str)
 
 
 def build_connector_sensor(
@@ -81,8 +55,8 @@ def build_connector_sensor(
             statuses = {connector: client.status(connector) for connector in watched}
         except ConnectError as exc:
             return dg.SkipReason(str(exc))
-        schema_version, columns = registry_schema(kafka.schema_registry_url, f"{ORDERS_TOPIC.name}-value")
-        builder = EventBuilder(pipeline, {"kafka_orders": columns} if columns else None)
+        builder, registered = observed_event_builder(pipeline, kafka.schema_registry_url)
+        schema_version = registered.label if registered else None
         cursor = json.loads(context.cursor) if context.cursor else {}
         now = dt.datetime.now(dt.UTC)
         emitter = lineage.emitter()

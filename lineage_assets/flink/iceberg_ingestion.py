@@ -21,8 +21,9 @@ from lineage_assets.flink.runs import ENGINE
 from lineage_assets.flink.tables import ensure_orders_table
 from lineage_assets.freshness import streaming_output
 from lineage_assets.kafka.topics import TopicSpec, ensure_topic
-from lineage_assets.lineage.events import EventBuilder, RunState, run_id_for
+from lineage_assets.lineage.events import RunState, run_id_for
 from lineage_assets.lineage.identity import DEAD_LETTER_TOPICS, Pipeline
+from lineage_assets.lineage.observed import observed_event_builder
 from lineage_assets.metadata import asset_key, identity_metadata
 from lineage_assets.resources import IcebergResource, KafkaResource, LineageResource
 
@@ -61,7 +62,9 @@ def build_iceberg_ingestion_asset(pipeline: Pipeline, settings: StackSettings) -
     ) -> dg.MaterializeResult:
         client = FlinkClient(settings)
         table_name = target.symlinks[0].name
-        table = ensure_orders_table(iceberg.catalog(), table_name)
+        table, added = ensure_orders_table(iceberg.catalog(), table_name, target)
+        if added:
+            context.log.info(f"Iceberg table {table_name}: added declared columns {list(added)} (metadata only)")
         ensure_topic(kafka.bootstrap_servers, DLQ_TOPIC)
         version = SPEC.version(config.checkpoint_interval)
         unchanged, savepoint = check_running(context, client, SPEC, version)
@@ -69,7 +72,7 @@ def build_iceberg_ingestion_asset(pipeline: Pipeline, settings: StackSettings) -
             return unchanged_result(unchanged)
 
         emitter = lineage.emitter()
-        builder = EventBuilder(pipeline)
+        builder, _ = observed_event_builder(pipeline, kafka.schema_registry_url)
         started = dt.datetime.now(dt.UTC)
         run_id = run_id_for(JOB, started, context.run.run_id)
         dagster_run = deployed_by(context)
@@ -96,6 +99,7 @@ def build_iceberg_ingestion_asset(pipeline: Pipeline, settings: StackSettings) -
                 "deployment": deployment_text(version, savepoint),
                 "openlineage/run_id": run_id,
                 "iceberg/snapshot_id": str(snapshot.snapshot_id) if snapshot else "none yet",
+                "iceberg/schema_id": table.schema().schema_id,
                 "dagster/uri": table.location(),
                 "dead_letter_topic": DLQ_TOPIC.name,
             }

@@ -17,11 +17,12 @@ import dagster as dg
 from infra.settings import StackSettings
 from lineage_assets.flink import iceberg_ingestion, supplier_stats
 from lineage_assets.flink.client import FlinkClient, FlinkError
-from lineage_assets.flink.runs import close_run
+from lineage_assets.flink.runs import ENGINE, close_run
 from lineage_assets.freshness import CAUGHT_UP, NEW_DATA, REASON, caught_up_materialization_due
 from lineage_assets.kafka.topics import KafkaUnavailable, consumer_lag, end_offsets
-from lineage_assets.lineage.events import EventBuilder
+from lineage_assets.lineage.events import RunState
 from lineage_assets.lineage.identity import Dataset, Pipeline
+from lineage_assets.lineage.observed import observed_event_builder
 from lineage_assets.metadata import asset_key
 from lineage_assets.resources import IcebergResource, KafkaResource, LineageResource
 
@@ -78,6 +79,7 @@ def build_flink_job_sensor(pipeline: Pipeline, settings: StackSettings) -> dg.Se
     ) -> dg.SensorResult | dg.SkipReason:
         cursor = json.loads(context.cursor) if context.cursor else {}
         client = FlinkClient(settings)
+        builder, registered = observed_event_builder(pipeline, kafka.schema_registry_url)
         events: list = []
         skipped = []
         for tracked in TRACKED:
@@ -98,11 +100,17 @@ def build_flink_job_sensor(pipeline: Pipeline, settings: StackSettings) -> dg.Se
                 state = "GONE"
             if run_id not in seen["closed"]:
                 cause = client.failure_cause(jid) if state == "FAILED" else None
-                event = close_run(tracked.name, run_id, state, EventBuilder(pipeline), dt.datetime.now(dt.UTC), cause)
+                event = close_run(tracked.name, run_id, state, builder, dt.datetime.now(dt.UTC), cause)
                 if event is not None:
                     lineage.emitter().emit(event)
                     seen["closed"] = [*seen["closed"][-50:], run_id]
                     context.log.info(f"{tracked.name} job {jid} is {state}: run {run_id} closed ({event.eventType})")
+                elif state == "RUNNING" and registered and seen.get("schema") != registered.label:
+                    # the input topic has a new schema version (the source gained a column): the open run says so,
+                    # so its datasets get a new version and the new column its column lineage
+                    lineage.emitter().emit(builder.event(tracked.name, RunState.RUNNING, run_id, engine=ENGINE))
+                    seen["schema"] = registered.label
+                    context.log.info(f"{tracked.name}: input schema {registered.label}, run {run_id} RUNNING again")
 
             facts: dict[str, object] = {"flink_job_id": jid, "state": state}
             if state != "GONE":

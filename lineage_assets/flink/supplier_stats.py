@@ -26,9 +26,11 @@ from lineage_assets.flink.deploy import (
 from lineage_assets.flink.listener import ListenerLog, with_declared_datasets
 from lineage_assets.flink.runs import ENGINE
 from lineage_assets.freshness import streaming_output
+from lineage_assets.kafka.registry import RegistryError, ensure_compatibility, subject_of
 from lineage_assets.kafka.topics import TopicSpec, end_offsets, ensure_topic
-from lineage_assets.lineage.events import EventBuilder, RunState, run_id_for
+from lineage_assets.lineage.events import RunState, run_id_for
 from lineage_assets.lineage.identity import DEAD_LETTER_TOPICS, Pipeline
+from lineage_assets.lineage.observed import observed_event_builder
 from lineage_assets.metadata import asset_key, identity_metadata
 from lineage_assets.resources import KafkaResource, LineageResource
 
@@ -75,6 +77,10 @@ def build_supplier_stats_stream_asset(pipeline: Pipeline, settings: StackSetting
             )
         ensure_topic(kafka.bootstrap_servers, output_topic)
         ensure_topic(kafka.bootstrap_servers, DLQ_TOPIC)
+        try:
+            compatibility = ensure_compatibility(kafka.schema_registry_url, output_topic.name)
+        except RegistryError as exc:
+            raise dg.Failure(str(exc)) from exc
         client = FlinkClient(settings)
         version = SPEC.version(f"{config.checkpoint_interval_ms}|{partitions}")
         unchanged, savepoint = check_running(context, client, SPEC, version)
@@ -82,7 +88,7 @@ def build_supplier_stats_stream_asset(pipeline: Pipeline, settings: StackSetting
             return unchanged_result(unchanged)
 
         emitter = lineage.emitter()
-        builder = EventBuilder(pipeline)
+        builder, _ = observed_event_builder(pipeline, kafka.schema_registry_url)
         dagster_run = deployed_by(context)
         listener = ListenerLog(openlineage_events_file(settings))
         mark = listener.mark()
@@ -122,6 +128,7 @@ def build_supplier_stats_stream_asset(pipeline: Pipeline, settings: StackSetting
                 "openlineage/run_id": run_id,
                 "openlineage/start_sent_by": started_by,
                 "source_parallelism": partitions,
+                "schema_compatibility": f"{subject_of(output_topic.name)}: {compatibility}",
                 "dead_letter_topic": DLQ_TOPIC.name,
             }
         )

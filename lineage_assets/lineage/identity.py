@@ -22,6 +22,9 @@ class Column:
     name: str
     type: str
     description: str = ""
+    #: a column the source team adds after launch (a compatible change): jobs carry it when their input has it and
+    #: write null otherwise, checks accept its absence upstream, and emitters report it only once the source has it
+    optional: bool = False
 
 
 @dataclass(frozen=True)
@@ -138,6 +141,7 @@ ORDER_COLUMNS_AVRO = (
     Column("price", "string", "decimal text with 2 places"),
     Column("bid_time", "timestamp-millis", "when the order was placed (event time)"),
     Column("order_id", "string", "UUID; also the record key"),
+    Column("currency", "string", "ISO 4217 code; null in records written before the source had it", optional=True),
 )
 
 
@@ -174,6 +178,7 @@ class Pipeline:
                     Column("price", "text"),
                     Column("bid_time", "timestamp", "UTC"),
                     Column("order_id", "text", "UUID, primary key"),
+                    Column("currency", "text", "ISO 4217 code, added by the source team", optional=True),
                 ),
                 producer="orders-generator",
                 description="Orders table the generator inserts into; Debezium captures its changes",
@@ -190,7 +195,7 @@ class Pipeline:
                 "archive_orders",
                 *archive,
                 ("s3", "orders_archive"),
-                tuple(Column(c.name, "string") for c in ORDER_COLUMNS_AVRO),
+                tuple(Column(c.name, "string", optional=c.optional) for c in ORDER_COLUMNS_AVRO),
                 producer="orders-s3-sink",
                 description="Raw orders archived as JSON lines, one object per 100 records or 60 s",
             ),
@@ -218,6 +223,7 @@ class Pipeline:
                     Column("price", "decimal(10,2)"),
                     Column("supplier", "string"),
                     Column("bid_time", "timestamp_ntz", "UTC; Iceberg timestamp without zone"),
+                    Column("currency", "string", "null for orders written before the source had it"),
                 ),
                 producer="iceberg-ingestion",
                 description="Iceberg table default.orders, partitioned by day(bid_time)",
@@ -323,7 +329,7 @@ class Pipeline:
                 ("iceberg_orders", "dlq_iceberg_ingestion"),
                 {
                     "iceberg_orders": {
-                        **_identity_map("kafka_orders", ["order_id", "item", "supplier"]),
+                        **_identity_map("kafka_orders", ["order_id", "item", "supplier", "currency"]),
                         "price": (ColumnSource("kafka_orders", "price", "DIRECT", "TRANSFORMATION", "CAST"),),
                         "bid_time": (ColumnSource("kafka_orders", "bid_time"),),
                     }
@@ -363,6 +369,21 @@ class Pipeline:
             ),
         ]
         return cls({d.key: d for d in datasets}, {j.name: j for j in jobs})
+
+    def observed_columns(self, orders_value: tuple[Column, ...] | None) -> dict[str, tuple[Column, ...]]:
+        """The columns a dataset holds now, where that can differ from its declaration: ``orders_value`` is the
+        orders topic's latest registered value schema (None when unknown). The topic is described as registered;
+        a dataset with optional columns lists one only once the topic has it (before that no record has it, and
+        a lineage graph that shows it would be wrong)."""
+        present = {c.name for c in orders_value or ()}
+        observed = {
+            ds.key: tuple(c for c in ds.columns if not c.optional or c.name in present)
+            for ds in self.datasets.values()
+            if any(c.optional for c in ds.columns)
+        }
+        if orders_value:
+            observed["kafka_orders"] = orders_value
+        return observed
 
     def dataset(self, key: str) -> Dataset:
         try:

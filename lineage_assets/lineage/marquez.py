@@ -60,6 +60,11 @@ class MarquezClient:
     def dataset(self, namespace: str, name: str) -> dict | None:
         return self._get(f"namespaces/{quote(namespace, safe='')}/datasets/{quote(name, safe='')}")
 
+    def dataset_versions(self, namespace: str, name: str, limit: int = 100) -> list[dict]:
+        """The dataset's newest ``limit`` versions, newest first, each with the fields it had."""
+        path = f"namespaces/{quote(namespace, safe='')}/datasets/{quote(name, safe='')}/versions"
+        return (self._get(path, limit=limit) or {}).get("versions", [])
+
     def jobs(self, namespace: str) -> list[dict]:
         return list(self._paged(f"namespaces/{quote(namespace, safe='')}/jobs", "jobs"))
 

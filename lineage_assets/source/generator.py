@@ -9,6 +9,8 @@ from lineage_assets.source.orders import ensure_table, insert_orders
 class GenerateOrdersConfig(dg.Config):
     count: int = 100
     rate_per_second: float = 10.0
+    #: fills the currency column; only once the table has it (ALTER TABLE public.orders ADD COLUMN currency text)
+    currency: str | None = None
 
 
 @dg.op(description="Insert `count` mock orders into public.orders at about `rate_per_second`.")
@@ -21,7 +23,10 @@ def generate_orders(
         )
     with source_db.connect() as conn:
         ensure_table(conn)
-        inserted = insert_orders(conn, config.count, config.rate_per_second)
+        try:
+            inserted = insert_orders(conn, config.count, config.rate_per_second, currency=config.currency)
+        except ValueError as exc:
+            raise dg.Failure(str(exc)) from exc
     context.log.info(f"inserted {len(inserted)} orders into public.orders")
     context.add_output_metadata({"orders": len(inserted)})
     return len(inserted)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import random
 import time
@@ -48,6 +49,7 @@ class Order:
     item: str
     price: str
     bid_time: dt.datetime  # UTC, naive (the column is timestamp without time zone)
+    currency: str | None = None  # only once the source team added the column (a compatible change)
 
 
 def make_orders(
@@ -76,23 +78,36 @@ def insert_orders(
     rate_per_second: float,
     rng: random.Random | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    currency: str | None = None,
 ) -> list[Order]:
     """Insert ``count`` orders at about ``rate_per_second`` (0 = as fast as possible), one commit per second's
-    worth, so Debezium sees a steady stream. Returns what was inserted."""
+    worth, so Debezium sees a steady stream. ``currency`` fills the column of that name, which the table has only
+    once it was added. Returns what was inserted."""
     if count < 0 or rate_per_second < 0:
         raise ValueError(f"count and rate must not be negative (got count={count}, rate={rate_per_second})")
+    columns = ["order_id", "supplier", "item", "price", "bid_time"]
+    if currency is not None:
+        has = conn.execute(
+            "SELECT 1 FROM information_schema.columns WHERE table_schema = 'public' AND table_name = 'orders' "
+            "AND column_name = 'currency'"
+        ).fetchone()
+        if not has:
+            raise ValueError(
+                "public.orders has no column currency: add it first (ALTER TABLE public.orders ADD COLUMN currency "
+                "text), or generate orders without a currency"
+            )
+        columns.append("currency")
+    insert = f"INSERT INTO public.orders ({', '.join(columns)}) VALUES ({', '.join(['%s'] * len(columns))})"
     batch = max(1, int(rate_per_second)) if rate_per_second else 500
     inserted: list[Order] = []
     pending = count
     while pending:
         started = time.monotonic()
-        chunk = list(make_orders(min(batch, pending), rng))  # bid_time = the moment of insertion
+        # bid_time = the moment of insertion
+        chunk = [dataclasses.replace(o, currency=currency) for o in make_orders(min(batch, pending), rng)]
         pending -= len(chunk)
         with conn.transaction(), conn.cursor() as cur:
-            cur.executemany(
-                "INSERT INTO public.orders (order_id, supplier, item, price, bid_time) VALUES (%s, %s, %s, %s, %s)",
-                [(o.order_id, o.supplier, o.item, o.price, o.bid_time) for o in chunk],
-            )
+            cur.executemany(insert, [dataclasses.astuple(o)[: len(columns)] for o in chunk])
         inserted.extend(chunk)
         if rate_per_second and pending:
             sleep(max(0.0, len(chunk) / rate_per_second - (time.monotonic() - started)))

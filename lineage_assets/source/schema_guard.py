@@ -21,6 +21,8 @@ SOURCE = "source_orders"
 #: the guarded table, as PostgreSQL names it
 TABLE_SCHEMA, TABLE_NAME = "public", "orders"
 FUNCTION_PREFIX = "lineage_lab_guard_orders"
+#: PostgreSQL's own spelling (``format_type``) of the identity module's source column types
+FORMAT_TYPES = {"text": "text", "timestamp": "timestamp without time zone"}
 
 
 def readers(pipeline: Pipeline, source_key: str = SOURCE) -> dict[str, list[str]]:
@@ -112,7 +114,8 @@ CREATE EVENT TRIGGER {FUNCTION_PREFIX}_alter ON ddl_command_end WHEN TAG IN ('AL
 
 def install(admin_conn, pipeline: Pipeline) -> dict[str, list[str]]:
     """Install (or refresh) the guard through a superuser connection to the source database; returns what it
-    guards."""
+    guards. A guarded column the table does not have yet (an optional one the source team adds later) is held to
+    its declared type, so adding it with another type is refused too."""
     guarded = readers(pipeline)
     rows = admin_conn.execute(
         "SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a "
@@ -120,5 +123,8 @@ def install(admin_conn, pipeline: Pipeline) -> dict[str, list[str]]:
         (f"{TABLE_SCHEMA}.{TABLE_NAME}",),
     ).fetchall()
     types = {name: kind for name, kind in rows if name in guarded}
+    for column in pipeline.dataset(SOURCE).columns:
+        if column.name in guarded and column.name not in types and column.type in FORMAT_TYPES:
+            types[column.name] = FORMAT_TYPES[column.type]
     admin_conn.execute(install_sql(guarded, types))
     return guarded

@@ -51,10 +51,24 @@ def test_narrowing_a_read_column_is_refused(guarded):
 
 def test_adding_a_column_is_not_refused(guarded):
     with guarded.connect() as conn, conn.transaction() as tx:
-        conn.execute("ALTER TABLE public.orders ADD COLUMN currency text")
+        conn.execute("ALTER TABLE public.orders ADD COLUMN coupon text")
         added = conn.execute(
-            "SELECT 1 FROM information_schema.columns WHERE table_name = 'orders' AND column_name = 'currency'"
+            "SELECT 1 FROM information_schema.columns WHERE table_name = 'orders' AND column_name = 'coupon'"
         ).fetchone()
         raise psycopg.Rollback(tx)  # proven; nothing changes for the tests after this one
     assert added, "adding a column was not refused"
-    assert "currency" not in columns(guarded)
+    assert "coupon" not in columns(guarded)
+
+
+def test_the_optional_currency_with_another_type_is_refused(guarded):
+    """currency is declared text: adding it (or, once added, retyping it) as integer is refused like any retype."""
+    statement = (
+        "ALTER TABLE public.orders ALTER COLUMN currency TYPE integer USING NULL"
+        if "currency" in columns(guarded)
+        else "ALTER TABLE public.orders ADD COLUMN currency integer"
+    )
+    with guarded.connect() as conn, pytest.raises(psycopg.errors.RaiseException) as refused:
+        conn.execute(statement)
+    assert "column currency of public.orders from text to integer" in str(refused.value)
+    assert "iceberg-ingestion -> iceberg/default/orders.currency" in str(refused.value)
+    assert columns(guarded).get("currency", "text") == "text"

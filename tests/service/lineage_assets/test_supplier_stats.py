@@ -39,8 +39,9 @@ def days() -> list[dt.date]:
 
 
 @pytest.fixture(scope="module")
-def orders_table(settings, days):
-    table = ensure_orders_table(load_catalog(settings), "default.orders")
+def orders_table(settings, pipeline, days):
+    target = pipeline.dataset("iceberg_orders")
+    table, _ = ensure_orders_table(load_catalog(settings), target.symlinks[0].name, target)
     start = dt.datetime.combine(days[0], dt.time())
     end = start + dt.timedelta(days=2)
     table.delete(And(GreaterThanOrEqual("bid_time", start.isoformat()), LessThan("bid_time", end.isoformat())))

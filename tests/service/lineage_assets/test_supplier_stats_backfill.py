@@ -21,7 +21,7 @@ from pyiceberg.expressions import And, GreaterThanOrEqual, LessThan
 from infra.services.iceberg_catalog import load_catalog
 from lineage_assets.definitions import defs
 from lineage_assets.flink.tables import ensure_orders_table
-from lineage_assets.lineage.identity import DAGSTER_JOB, Pipeline
+from lineage_assets.lineage.identity import DAGSTER_JOB
 from lineage_assets.lineage.marquez import MarquezClient
 from lineage_assets.metadata import asset_key
 from tests.service.lineage_assets.conftest import ORDERS_ARROW, new_orders_sensor_paused
@@ -37,11 +37,6 @@ mutation($params: LaunchBackfillParams!) {
   }
 }
 """
-
-
-@pytest.fixture(scope="module")
-def pipeline(settings):
-    return Pipeline.from_settings(settings)
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +116,8 @@ def launch_backfill(settings, key: dg.AssetKey, partitions: list[str]) -> str:
 def test_a_seven_day_backfill_runs_one_spark_application_and_one_lineage_run_per_day(
     settings, pipeline, days, stack_instance
 ):
-    orders_table = ensure_orders_table(load_catalog(settings), pipeline.dataset("iceberg_orders").symlinks[0].name)
+    target = pipeline.dataset("iceberg_orders")
+    orders_table, _ = ensure_orders_table(load_catalog(settings), target.symlinks[0].name, target)
     table = stats_table(settings, pipeline, days)
     with new_orders_sensor_paused(settings):
         backfill_and_check(settings, pipeline, stack_instance, orders_table, table, days)

@@ -27,11 +27,30 @@ NULLABLE_BID = {
 }
 
 
+#: the next version Debezium registers after ``ALTER TABLE orders ADD COLUMN currency text`` (and one more column
+#: nobody declared)
+WITH_CURRENCY = {
+    **ORDER,
+    "fields": [
+        *ORDER["fields"],
+        {"name": "currency", "type": ["null", "string"], "default": None},
+        {"name": "coupon", "type": ["null", "string"], "default": None},
+    ],
+}
+WITH_NUMERIC_CURRENCY = {**ORDER, "fields": [*ORDER["fields"], {"name": "currency", "type": "int"}]}
+
+
 class Schemas:
-    """Writer schemas by id, as the registry would answer (7 = orders, 8 = a nullable bid_time)."""
+    """Writer schemas by id, as the registry would answer (7 = orders, 8 = a nullable bid_time, 9 = orders after
+    the source added currency, 10 = a currency of the wrong type)."""
 
     def __init__(self):
-        self.parsed = {7: fastavro.parse_schema(ORDER), 8: fastavro.parse_schema(NULLABLE_BID)}
+        self.parsed = {
+            7: fastavro.parse_schema(ORDER),
+            8: fastavro.parse_schema(NULLABLE_BID),
+            9: fastavro.parse_schema(WITH_CURRENCY),
+            10: fastavro.parse_schema(WITH_NUMERIC_CURRENCY),
+        }
 
     def get(self, schema_id):
         return self.parsed.get(schema_id)
@@ -60,6 +79,23 @@ def test_a_good_order_keeps_its_exact_price_and_utc_bid_time():
     assert order.bid_time_ms == 1746100801500
 
 
+def test_currency_is_carried_from_the_newer_schema_and_none_from_the_older():
+    newer = decode_order(wire({**GOOD, "order_id": "o-2", "currency": "EUR", "coupon": "X"}, 9), Schemas())
+    older = decode_order(wire(GOOD), Schemas())
+    assert (newer.order_id, newer.currency, newer.price) == ("o-2", "EUR", Decimal("12.30"))
+    assert older.currency is None
+    assert decode_order(wire({**GOOD, "currency": None, "coupon": None}, 9), Schemas()).currency is None
+
+
+def test_the_codec_carries_exactly_the_optional_columns_the_identity_module_declares():
+    from flink_jobs.orders_codec import OPTIONAL_STRINGS
+    from infra.settings import StackSettings
+    from lineage_assets.lineage.identity import Pipeline
+
+    topic = Pipeline.from_settings(StackSettings()).dataset("kafka_orders")
+    assert set(OPTIONAL_STRINGS) == {c.name for c in topic.columns if c.optional}
+
+
 @pytest.mark.parametrize(
     ("value", "reason"),
     [
@@ -72,6 +108,7 @@ def test_a_good_order_keeps_its_exact_price_and_utc_bid_time():
         (wire({**GOOD, "price": "abc"}), "unparsable price 'abc'"),
         (wire({**GOOD, "price": "NaN"}), "price 'NaN' is not a finite number"),
         (wire({**GOOD, "bid_time": None}, 8), "bid_time missing or null: None"),
+        (wire({**GOOD, "currency": 978}, 10), "currency is not a string: 978"),
     ],
 )
 def test_each_bad_record_names_what_is_wrong(value, reason):

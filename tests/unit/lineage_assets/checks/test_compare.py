@@ -161,8 +161,33 @@ def test_a_column_read_downstream_that_is_gone_or_retyped_upstream_fails_the_rea
 
 
 def test_a_field_the_upstream_gained_only_warns():
-    graph = whole_pipeline(orders_event_with(lambda fields: fields.append({"name": "currency", "type": "string"})))
+    graph = whole_pipeline(orders_event_with(lambda fields: fields.append({"name": "coupon", "type": "string"})))
     finding = upstream_schema_holds(graph, PIPELINE.dataset("iceberg_orders"), PIPELINE)
     assert not finding.passed and finding.warning
-    assert finding.details["gained"] == {"orders": ["currency"]} and "currency" in finding.message
+    assert finding.details["gained"] == {"orders": ["coupon"]} and "coupon" in finding.message
     assert upstream_schema_holds(graph, PIPELINE.dataset("source_orders"), PIPELINE).passed, "no upstream"
+
+
+def test_before_the_source_has_the_optional_currency_every_comparison_still_passes():
+    """The pipeline as every emitter reports it before `ALTER TABLE ... ADD COLUMN currency`: the source, the topic
+    and the archive without currency, the Iceberg table (which has it from its deploy) with it."""
+    before = EventBuilder(PIPELINE, PIPELINE.observed_columns(None))
+    events = [
+        Serde.to_dict(before.event(job, RunState.RUNNING, f"0195c1c0-0000-7000-8000-{i:0>12}", event_time=T0))
+        for i, job in enumerate(PIPELINE.jobs, start=1)
+    ]
+    graph = LineageGraph.from_events(events)
+    assert "currency" not in graph.datasets[(PIPELINE.dataset("kafka_orders").namespace, "orders")].fields
+    for key in ("kafka_orders", "archive_orders", "iceberg_orders"):
+        ds = PIPELINE.dataset(key)
+        assert schema_matches(graph, ds).passed, schema_matches(graph, ds).message
+        assert upstream_schema_holds(graph, ds, PIPELINE).passed, upstream_schema_holds(graph, ds, PIPELINE).message
+    assert "not at the source yet: ['currency']" in schema_matches(graph, PIPELINE.dataset("kafka_orders")).message
+
+
+def test_a_required_column_is_still_missing_when_an_optional_one_may_be():
+    event = emitted("orders-source", RunState.RUNNING, "78", minute=9)
+    fields = event["outputs"][0]["facets"]["schema"]["fields"]
+    fields[:] = [f for f in fields if f["name"] not in ("currency", "item")]
+    finding = schema_matches(whole_pipeline(event), PIPELINE.dataset("kafka_orders"))
+    assert not finding.passed and finding.details["missing"] == ["item"], finding.details

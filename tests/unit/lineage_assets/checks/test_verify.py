@@ -1,8 +1,10 @@
 """The drift report and the picture, on graphs rebuilt from the events the project emits."""
 
+from openlineage.client.serde import Serde
+
 from lineage_assets.checks.graph import LineageGraph
 from lineage_assets.checks.verify import expected_column_edges, render_html, verify
-from lineage_assets.lineage.events import RunState
+from lineage_assets.lineage.events import EventBuilder, RunState
 from lineage_assets.lineage.identity import SPARK_SUPPLIER_STATS_JOB as SPARK_JOB
 from tests.unit.lineage_assets.checks.test_compare import PIPELINE, emitted, whole_pipeline
 
@@ -17,6 +19,21 @@ def test_the_whole_pipeline_has_no_drift_and_every_declared_column_edge():
         for sources in cols.values()
     )
     assert "no drift" in report.text()
+
+
+def test_before_the_source_has_currency_its_edges_wait_instead_of_drifting():
+    before = EventBuilder(PIPELINE, PIPELINE.observed_columns(None))
+    events = [
+        Serde.to_dict(before.event(job, RunState.RUNNING, f"0195c1c0-0000-7000-8000-{i:0>12}"))
+        for i, job in enumerate(PIPELINE.jobs, start=1)
+    ]
+    report = verify(PIPELINE, LineageGraph.from_events(events))
+    assert report.ok, report.text()
+    assert "more wait for optional columns the source does not have yet" in report.text()
+    sink = next(e for e in events if e["job"]["name"] == "orders-s3-sink")
+    archive = next(o for o in sink["outputs"] if "columnLineage" in o["facets"])
+    del archive["facets"]["columnLineage"]["fields"]["item"]
+    assert not verify(PIPELINE, LineageGraph.from_events(events)).ok, "a required column's edge is still drift"
 
 
 def test_a_changed_namespace_is_reported_with_both_identities():

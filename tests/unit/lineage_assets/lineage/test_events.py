@@ -51,6 +51,7 @@ def test_output_carries_schema_symlink_datasource_and_column_lineage(builder):
         ("price", "decimal(10,2)"),
         ("supplier", "string"),
         ("bid_time", "timestamp_ntz"),
+        ("currency", "string"),
     ]
     assert out["symlinks"]["identifiers"] == [
         {"namespace": "http://127.0.0.1:8181", "name": "default.orders", "type": "TABLE"}

@@ -4,7 +4,7 @@ import pytest
 
 from infra.settings import StackSettings
 from lineage_assets.lineage import naming
-from lineage_assets.lineage.identity import Pipeline
+from lineage_assets.lineage.identity import Column, Pipeline
 
 
 @pytest.fixture
@@ -91,3 +91,18 @@ def test_a_job_with_a_parent_is_named_under_it_so_marquez_keeps_its_name(pipelin
     assert streaming and all(j.parent is None for j in streaming), "streaming jobs outlive their Dagster run"
     with pytest.raises(NamingError, match=r"dagster\.spark_app"):
         Job("spark_app", "ns", "BATCH", "SPARK", "JOB", (), (), parent="dagster")
+
+
+def test_optional_columns_are_reported_only_once_the_topic_has_them(pipeline):
+    before = pipeline.observed_columns(None)
+    assert set(before) == {"source_orders", "kafka_orders", "archive_orders"}, "only datasets with optional columns"
+    for key, columns in before.items():
+        assert "currency" not in [c.name for c in columns], key
+        assert [c.name for c in columns] == [c.name for c in pipeline.dataset(key).columns if not c.optional]
+
+    registered = (*(c for c in pipeline.dataset("kafka_orders").columns), Column("coupon", "string"))
+    after = pipeline.observed_columns(registered)
+    assert after["kafka_orders"] == registered, "the topic is described as registered, undeclared fields too"
+    assert "currency" in [c.name for c in after["source_orders"]]
+    assert "coupon" not in [c.name for c in after["archive_orders"]], "declared columns only"
+    assert "currency" in [c.name for c in pipeline.dataset("iceberg_orders").columns], "the table carries it"

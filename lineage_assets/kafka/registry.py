@@ -1,0 +1,87 @@
+"""The schema registry, through confluent-kafka's client: the latest value schema of a topic, its columns, and the
+compatibility rule each subject the pipeline writes is held to.
+
+Every subject gets its rule set explicitly, not inherited from the registry's global default, so a registry shared
+with other teams (or Apicurio, whose own default is NONE) cannot loosen it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+from lineage_assets.lineage.identity import Column
+
+#: a new version must read every earlier version's records: a consumer replaying the topic from its start with the
+#: newest schema never meets a record it cannot read. A new optional column (Debezium gives it a null default)
+#: passes; a new column without a default or a retyped field is refused when the producer registers it.
+SUBJECT_COMPATIBILITY = "BACKWARD_TRANSITIVE"
+
+
+class RegistryError(RuntimeError):
+    """The registry refused or did not answer; the message says which subject and what to check."""
+
+
+@dataclass(frozen=True)
+class RegisteredSchema:
+    subject: str
+    schema_id: int
+    version: int
+    columns: tuple[Column, ...]
+
+    @property
+    def label(self) -> str:
+        """``<schema id>/v<version>``: what sensors remember and show."""
+        return f"{self.schema_id}/v{self.version}"
+
+
+def subject_of(topic: str) -> str:
+    """The value subject of a topic (TopicNameStrategy, what Debezium and Flink's avro-confluent use)."""
+    return f"{topic}-value"
+
+
+def avro_columns(schema_str: str) -> tuple[Column, ...]:
+    """Columns of an Avro record schema, as the schema facet shows them (nullable unions unwrapped, logical
+    types by their logical name)."""
+    record = json.loads(schema_str)
+    columns = []
+    for f in record.get("fields", []):
+        t = f["type"]
+        if isinstance(t, list):
+            t = next((x for x in t if x != "null"), "null")
+        if isinstance(t, dict):
+            t = t.get("logicalType") or t.get("type")
+        columns.append(Column(f["name"], str(t), f.get("doc", "")))
+    return tuple(columns)
+
+
+def latest_schema(url: str, topic: str) -> RegisteredSchema | None:
+    """The topic's latest registered value schema; None when the subject is not registered or the registry does
+    not answer (callers then report what they know without it)."""
+    subject = subject_of(topic)
+    try:
+        latest = SchemaRegistryClient({"url": url, "timeout": 10}).get_latest_version(subject)
+    except (SchemaRegistryError, OSError):
+        return None
+    return RegisteredSchema(subject, latest.schema_id, latest.version, avro_columns(latest.schema.schema_str))
+
+
+def ensure_compatibility(url: str, topic: str, level: str = SUBJECT_COMPATIBILITY) -> str:
+    """Set the value subject's own compatibility rule (also before its first version is registered); returns the
+    rule the registry now holds for it."""
+    subject = subject_of(topic)
+    client = SchemaRegistryClient({"url": url, "timeout": 10})
+    try:
+        client.set_compatibility(subject_name=subject, level=level)
+        held = client.get_compatibility(subject_name=subject)
+    except (SchemaRegistryError, OSError) as exc:
+        raise RegistryError(
+            f"setting compatibility {level} on subject {subject} at {url} failed ({exc}): is the registry up "
+            "(`lineage-lab stack status`), and is LINEAGE_LAB_SCHEMA_REGISTRY_PORT its port?"
+        ) from exc
+    if held != level:
+        raise RegistryError(f"the registry at {url} holds {held} for subject {subject} after setting {level}")
+    return held
