@@ -106,11 +106,13 @@ def build_flink_job_sensor(pipeline: Pipeline, settings: StackSettings) -> dg.Se
                     seen["closed"] = [*seen["closed"][-50:], run_id]
                     context.log.info(f"{tracked.name} job {jid} is {state}: run {run_id} closed ({event.eventType})")
                 elif state == "RUNNING" and registered and seen.get("schema") != registered.label:
-                    # the input topic has a new schema version (the source gained a column): the open run says so,
-                    # so its datasets get a new version and the new column its column lineage
-                    lineage.emitter().emit(builder.event(tracked.name, RunState.RUNNING, run_id, engine=ENGINE))
+                    # the input topic got a new schema version since the last tick (the source gained a column): the
+                    # open run says so, so its datasets get a new version and the new column its column lineage. The
+                    # first sight of a version only records it: the deployment's events carried it already.
+                    if seen.get("schema") is not None:
+                        lineage.emitter().emit(builder.event(tracked.name, RunState.RUNNING, run_id, engine=ENGINE))
+                        context.log.info(f"{tracked.name}: input schema {registered.label}, run {run_id} RUNNING again")
                     seen["schema"] = registered.label
-                    context.log.info(f"{tracked.name}: input schema {registered.label}, run {run_id} RUNNING again")
 
             facts: dict[str, object] = {"flink_job_id": jid, "state": state}
             if state != "GONE":
