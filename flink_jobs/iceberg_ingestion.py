@@ -18,8 +18,8 @@ from decimal import Decimal
 from orders_codec import BadRecord, RegistrySchemas, decode_order
 from pyflink.table import DataTypes, EnvironmentSettings, TableEnvironment
 from pyflink.table.udf import TableFunction, udtf
+from valid_order import OrderRule
 
-MAX_PRICE = Decimal("99999999.99")  # DECIMAL(10,2)
 ROW_FIELDS = ["order_id", "supplier", "item", "price", "bid_time", "currency", "error"]
 #: the table's columns this job writes, in the order of the SELECT below
 TABLE_COLUMNS = ["order_id", "item", "price", "supplier", "bid_time", "currency"]
@@ -30,22 +30,20 @@ class DecodeOrder(TableFunction):
     for a good order, else the reason (and the order fields are NULL). currency is NULL in records written before
     the source had it."""
 
-    def __init__(self, registry_url: str):
+    def __init__(self, registry_url: str, rule: OrderRule):
         self.registry_url = registry_url
+        self.rule = rule
 
     def open(self, function_context):
         self._schemas = RegistrySchemas(self.registry_url)
 
     def eval(self, value):
         try:
-            order = decode_order(value, self._schemas)
-            price = order.price
-            if price.as_tuple().exponent < -2 or abs(price) > MAX_PRICE:
-                raise BadRecord(f"price {str(price)!r} does not fit DECIMAL(10,2)")
+            order = decode_order(value, self._schemas, self.rule)  # the rule holds the price to DECIMAL(10,2)
         except BadRecord as bad:
             yield None, None, None, None, None, None, str(bad)[:1000]
             return
-        price_text = str(price.quantize(Decimal("0.01")))
+        price_text = str(order.price.quantize(Decimal("0.01")))
         yield order.order_id, order.supplier, order.item, price_text, order.bid_time, order.currency, None
 
 
@@ -63,6 +61,9 @@ def main() -> None:
     p.add_argument("--dlq-topic", default="orders-dlq-flink")
     p.add_argument("--group-id", default="iceberg-ingestion")
     p.add_argument("--table", default="default.orders")
+    p.add_argument("--dlq-max-bytes", type=int, default=4 * 1024 * 1024, help="largest dead letter the job sends")
+    p.add_argument("--max-future-s", type=int, default=OrderRule.max_future_s, help="plausibility window ahead")
+    p.add_argument("--max-past-s", type=int, default=OrderRule.max_past_s, help="plausibility window behind")
     p.add_argument("--version", default="dev", help="deployment version, readable in the job's config over REST")
     a, _ = p.parse_known_args()
 
@@ -78,7 +79,7 @@ def main() -> None:
     t_env.create_temporary_function(
         "decode_order",
         udtf(
-            DecodeOrder(a.registry),
+            DecodeOrder(a.registry, OrderRule(a.max_future_s, a.max_past_s)),
             result_types=[
                 DataTypes.STRING(),
                 DataTypes.STRING(),
@@ -127,6 +128,7 @@ def main() -> None:
             'properties.bootstrap.servers' = '{a.bootstrap}',
             'properties.transaction.timeout.ms' = '600000',
             'sink.delivery-guarantee' = 'exactly-once',
+            'properties.max.request.size' = '{a.dlq_max_bytes}',
             'sink.transactional-id-prefix' = 'iceberg-ingestion-dlq',
             'format' = 'json'
         )""")

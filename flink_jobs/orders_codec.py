@@ -3,7 +3,8 @@ record that cannot be an order. Pure Python (fastavro + the registry's Confluent
 tested without Flink and shipped to the cluster next to the job scripts.
 
 A record is bad, and dead-lettered with the reason, when it is not Confluent wire format, names an unknown schema
-id, does not decode, lacks a string field, has a price that is not a finite decimal or a missing bid_time. Fields
+id, does not decode, lacks a string field, has an unparsable price or a missing bid_time, or breaks the one rule
+for a valid order (valid_order.py: price, bid_time inside the plausibility window, ...). Fields
 the source added later (``OPTIONAL_STRINGS``) are carried when the record's writer schema has them and None when
 it does not; any other field a newer schema adds is ignored. Registry
 trouble other than "unknown id" raises: the job then fails and retries from its checkpoint instead of
@@ -20,6 +21,11 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
+
+try:  # on the Flink cluster both files are shipped side by side, top-level modules
+    from valid_order import OrderRule
+except ImportError:  # imported as part of the project (the Dagster code, the tests)
+    from flink_jobs.valid_order import OrderRule
 
 EPOCH = dt.datetime(1970, 1, 1)
 REQUIRED_STRINGS = ("order_id", "supplier", "item", "price")
@@ -72,8 +78,9 @@ class RegistrySchemas:
         return parsed
 
 
-def decode_order(value: bytes | None, schemas) -> Order:
-    """One `orders` value -> an Order, or BadRecord with the reason. ``schemas.get(id)`` gives writer schemas."""
+def decode_order(value: bytes | None, schemas, rule: OrderRule | None = None, now: dt.datetime | None = None) -> Order:
+    """One `orders` value -> a valid Order, or BadRecord with the reason. ``schemas.get(id)`` gives writer schemas;
+    ``now`` (naive UTC, default: the clock) is the processing time the rule's plausibility window is around."""
     import fastavro
 
     if value is None:
@@ -101,8 +108,6 @@ def decode_order(value: bytes | None, schemas) -> Order:
         price = Decimal(rec["price"])
     except InvalidOperation:
         raise BadRecord(f"unparsable price {rec['price']!r}") from None
-    if not price.is_finite():
-        raise BadRecord(f"price {rec['price']!r} is not a finite number")
     bid = rec.get("bid_time")
     if isinstance(bid, dt.datetime):  # fastavro applies timestamp-millis: an aware UTC datetime
         bid = bid.astimezone(dt.UTC).replace(tzinfo=None) if bid.tzinfo else bid
@@ -113,4 +118,11 @@ def decode_order(value: bytes | None, schemas) -> Order:
     for name in OPTIONAL_STRINGS:
         if rec.get(name) is not None and not isinstance(rec[name], str):
             raise BadRecord(f"{name} is not a string: {rec[name]!r}")
+    reason = (rule or OrderRule()).reason(rec["order_id"], rec["supplier"], price, bid, now or utc_now())
+    if reason:
+        raise BadRecord(reason)
     return Order(rec["order_id"], rec["supplier"], rec["item"], price, bid, rec.get("currency"))
+
+
+def utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC).replace(tzinfo=None)

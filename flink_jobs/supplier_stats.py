@@ -35,6 +35,7 @@ from pyflink.datastream import (
 from pyflink.datastream.connectors.kafka import KafkaOffsetResetStrategy, KafkaOffsetsInitializer, KafkaSource
 from pyflink.datastream.window import TumblingEventTimeWindows
 from pyflink.table import StreamTableEnvironment
+from valid_order import OrderRule
 
 WINDOW = Time.seconds(5)  # PyFlink's window assigners take Time, watermark strategies Duration
 OUT_OF_ORDERNESS_S = 5
@@ -69,17 +70,19 @@ def utc_text(epoch_ms: int) -> str:
 
 
 class DecodeOrders(ProcessFunction):
-    """raw value -> an order row, or a dead letter with the reason (side output)."""
+    """raw value -> a valid order row, or a dead letter with the reason (side output): an order outside the
+    plausibility window never reaches the watermark assigner."""
 
-    def __init__(self, registry_url: str):
+    def __init__(self, registry_url: str, rule: OrderRule):
         self.registry_url = registry_url
+        self.rule = rule
 
     def open(self, runtime_context):
         self._schemas = RegistrySchemas(self.registry_url)
 
     def process_element(self, value, ctx):
         try:
-            order = decode_order(value, self._schemas)
+            order = decode_order(value, self._schemas, self.rule)
         except BadRecord as bad:
             yield DEAD, Row(raw_value=value, reason=str(bad)[:1000])
             return
@@ -141,6 +144,9 @@ def main() -> None:
     p.add_argument("--dlq-topic", default="orders-dlq-supplier-stats")
     p.add_argument("--group-id", default="supplier-stats")
     p.add_argument("--checkpoint-interval-ms", type=int, default=10_000)
+    p.add_argument("--dlq-max-bytes", type=int, default=4 * 1024 * 1024, help="largest dead letter the job sends")
+    p.add_argument("--max-future-s", type=int, default=OrderRule.max_future_s, help="plausibility window ahead")
+    p.add_argument("--max-past-s", type=int, default=OrderRule.max_past_s, help="plausibility window behind")
     p.add_argument("--version", default="dev", help="deployment version, readable in the job's config over REST")
     a, _ = p.parse_known_args()
 
@@ -164,7 +170,8 @@ def main() -> None:
         .build()
     )
     raw = env.from_source(source, WatermarkStrategy.no_watermarks(), "orders")
-    decoded = raw.process(DecodeOrders(a.registry), output_type=order_type())
+    rule = OrderRule(a.max_future_s, a.max_past_s)
+    decoded = raw.process(DecodeOrders(a.registry, rule), output_type=order_type())
     timed = decoded.assign_timestamps_and_watermarks(
         WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_seconds(OUT_OF_ORDERNESS_S))
         .with_idleness(Duration.of_seconds(IDLENESS_S))
@@ -212,6 +219,7 @@ def main() -> None:
             'properties.bootstrap.servers' = '{a.bootstrap}',
             'properties.transaction.timeout.ms' = '600000',
             'sink.delivery-guarantee' = 'exactly-once',
+            'properties.max.request.size' = '{a.dlq_max_bytes}',
             'sink.transactional-id-prefix' = 'supplier-stats-dlq',
             'format' = 'json'
         )""")

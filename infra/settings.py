@@ -67,6 +67,10 @@ class StackSettings:
     # minutes after which a streaming output is late in Dagster's freshness status when its job neither wrote new
     # data nor was seen running and caught up with its input
     streaming_fresh_minutes: int = 15
+    # the plausibility window of an order's bid_time around processing time (flink_jobs/valid_order.py): an order
+    # outside it is dead-lettered by both Flink jobs instead of moving (or missing) the event-time clock
+    order_max_future_s: int = 3600
+    order_max_past_s: int = 7 * 24 * 3600
     # Dagster runs the stack's daemon runs at once (Spark runs are further limited to one by their pool)
     dagster_max_concurrent_runs: int = 2
 

@@ -4,19 +4,21 @@ so it resumes where the old one stopped."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
 import dagster as dg
 
-from infra.settings import REPO_ROOT
+from infra.settings import REPO_ROOT, StackSettings
 from lineage_assets.flink.client import FlinkClient
+from lineage_assets.kafka.topics import TopicSpec, dead_letter_capacity, ensure_topic, max_message_bytes
 from lineage_assets.lineage.events import DagsterRun
 
 JOBS_DIR = REPO_ROOT / "flink_jobs"
 #: modules the job scripts import, shipped to the cluster's Python workers with every submission
-SHARED_MODULES = (JOBS_DIR / "orders_codec.py",)
+SHARED_MODULES = (JOBS_DIR / "orders_codec.py", JOBS_DIR / "valid_order.py")
 VERSION_PARAMETER = "lineage-lab.version"
 
 
@@ -59,6 +61,20 @@ def check_running(
     savepoint = client.stop_with_savepoint(running.jid)
     context.log.info(f"stopped {spec.name} {running.jid} (version {deployed}) with savepoint {savepoint}")
     return None, savepoint
+
+
+def ensure_dead_letter_topic(bootstrap: str, source_topic: str, spec: TopicSpec) -> list[str]:
+    """Create (or resize) a job's dead-letter topic so that any record ``source_topic`` accepts fits in it whole with
+    its reason, and return the job arguments that let the job's producer send one that large: a dead letter must
+    never be what fails (and restarts) a job."""
+    capacity = dead_letter_capacity(max_message_bytes(bootstrap, source_topic))
+    ensure_topic(bootstrap, dataclasses.replace(spec, max_message_bytes=capacity))
+    return ["--dlq-max-bytes", str(capacity)]
+
+
+def order_rule_args(settings: StackSettings) -> list[str]:
+    """The valid-order rule's settings, the same for both jobs (flink_jobs/valid_order.py)."""
+    return ["--max-future-s", str(settings.order_max_future_s), "--max-past-s", str(settings.order_max_past_s)]
 
 
 def submit(client: FlinkClient, spec: FlinkJobSpec, args: list[str], version: str, savepoint: str | None) -> str:

@@ -14,13 +14,15 @@ from lineage_assets.flink.deploy import (
     check_running,
     deployed_by,
     deployment_text,
+    ensure_dead_letter_topic,
+    order_rule_args,
     submit,
     unchanged_result,
 )
 from lineage_assets.flink.runs import ENGINE
 from lineage_assets.flink.tables import ensure_orders_table
 from lineage_assets.freshness import streaming_output
-from lineage_assets.kafka.topics import TopicSpec, ensure_topic
+from lineage_assets.kafka.topics import TopicSpec
 from lineage_assets.lineage.events import RunState, run_id_for
 from lineage_assets.lineage.identity import DEAD_LETTER_TOPICS, Pipeline
 from lineage_assets.lineage.observed import observed_event_builder
@@ -65,8 +67,8 @@ def build_iceberg_ingestion_asset(pipeline: Pipeline, settings: StackSettings) -
         table, added = ensure_orders_table(iceberg.catalog(), table_name, target)
         if added:
             context.log.info(f"Iceberg table {table_name}: added declared columns {list(added)} (metadata only)")
-        ensure_topic(kafka.bootstrap_servers, DLQ_TOPIC)
-        version = SPEC.version(config.checkpoint_interval)
+        dlq_args = ensure_dead_letter_topic(kafka.bootstrap_servers, pipeline.dataset("kafka_orders").name, DLQ_TOPIC)
+        version = SPEC.version(f"{config.checkpoint_interval}|{' '.join([*order_rule_args(settings), *dlq_args])}")
         unchanged, savepoint = check_running(context, client, SPEC, version)
         if unchanged is not None:
             return unchanged_result(unchanged)
@@ -85,6 +87,8 @@ def build_iceberg_ingestion_asset(pipeline: Pipeline, settings: StackSettings) -
             *("--s3-access-key", iceberg.access_key_id, "--s3-secret-key", iceberg.secret_access_key),
             *("--table", table_name, "--dlq-topic", DLQ_TOPIC.name, "--group-id", CONSUMER_GROUP),
             *("--checkpoint-interval", config.checkpoint_interval),
+            *order_rule_args(settings),
+            *dlq_args,
         ]
         try:
             jid = submit(client, SPEC, args, version, savepoint)

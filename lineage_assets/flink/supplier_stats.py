@@ -20,6 +20,8 @@ from lineage_assets.flink.deploy import (
     check_running,
     deployed_by,
     deployment_text,
+    ensure_dead_letter_topic,
+    order_rule_args,
     submit,
     unchanged_result,
 )
@@ -76,13 +78,14 @@ def build_supplier_stats_stream_asset(pipeline: Pipeline, settings: StackSetting
                 f"{asset_key(pipeline.dataset(source_key)).to_user_string()} first"
             )
         ensure_topic(kafka.bootstrap_servers, output_topic)
-        ensure_topic(kafka.bootstrap_servers, DLQ_TOPIC)
+        dlq_args = ensure_dead_letter_topic(kafka.bootstrap_servers, source_topic, DLQ_TOPIC)
         try:
             compatibility = ensure_compatibility(kafka.schema_registry_url, output_topic.name)
         except RegistryError as exc:
             raise dg.Failure(str(exc)) from exc
         client = FlinkClient(settings)
-        version = SPEC.version(f"{config.checkpoint_interval_ms}|{partitions}")
+        settings_text = " ".join([*order_rule_args(settings), *dlq_args])
+        version = SPEC.version(f"{config.checkpoint_interval_ms}|{partitions}|{settings_text}")
         unchanged, savepoint = check_running(context, client, SPEC, version)
         if unchanged is not None:
             return unchanged_result(unchanged)
@@ -97,6 +100,8 @@ def build_supplier_stats_stream_asset(pipeline: Pipeline, settings: StackSetting
             *("--source-topic", source_topic, "--source-parallelism", str(partitions)),
             *("--sink-topic", output_topic.name, "--dlq-topic", DLQ_TOPIC.name, "--group-id", CONSUMER_GROUP),
             *("--checkpoint-interval-ms", str(config.checkpoint_interval_ms)),
+            *order_rule_args(settings),
+            *dlq_args,
         ]
         try:
             jid = submit(client, SPEC, args, version, savepoint)

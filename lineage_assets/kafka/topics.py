@@ -37,10 +37,15 @@ class TopicSpec:
     partitions: int
     retention_ms: int
     cleanup_policy: str = "delete"
+    #: the largest record batch the topic accepts; None: the broker's default
+    max_message_bytes: int | None = None
 
     @property
     def configs(self) -> dict[str, str]:
-        return {"retention.ms": str(self.retention_ms), "cleanup.policy": self.cleanup_policy}
+        configs = {"retention.ms": str(self.retention_ms), "cleanup.policy": self.cleanup_policy}
+        if self.max_message_bytes is not None:
+            configs["max.message.bytes"] = str(self.max_message_bytes)
+        return configs
 
 
 def _admin(bootstrap: str) -> AdminClient:
@@ -84,6 +89,23 @@ def ensure_topic(bootstrap: str, spec: TopicSpec, timeout: float = 30.0) -> Lite
         ].result(timeout=timeout)
         changed = True
     return "updated" if changed else "unchanged"
+
+
+def max_message_bytes(bootstrap: str, topic: str, timeout: float = 10.0) -> int:
+    """The largest record batch ``topic`` accepts now (its own setting, else the broker's default)."""
+    admin = _admin(bootstrap)
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    try:
+        configs = admin.describe_configs([resource])[resource].result(timeout=timeout)
+    except KafkaException as exc:
+        raise TopicError(f"reading the config of topic {topic!r} at {bootstrap} failed: {exc}") from exc
+    return int(configs["max.message.bytes"].value)
+
+
+def dead_letter_capacity(source_max_bytes: int) -> int:
+    """What a dead-letter topic must accept to hold any record of its source whole: the raw value base64-encoded
+    (4/3 of its size) in a JSON object with the source coordinates and a reason of at most 1,000 characters."""
+    return source_max_bytes * 4 // 3 + 64 * 1024
 
 
 def end_offsets(bootstrap: str, topic: str, timeout: float = 10.0) -> dict[int, int]:

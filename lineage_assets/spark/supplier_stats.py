@@ -3,6 +3,7 @@ written to Iceberg default.supplier_stats. Daily partitions: materializing a day
 
 import dagster as dg
 
+from flink_jobs.valid_order import spark_valid
 from infra.services.iceberg_catalog import CATALOG_NAME
 from lineage_assets.freshness import daily_batch
 from lineage_assets.lineage.dagster_runs import dagster_parent_run
@@ -45,10 +46,11 @@ def day_orders(spark, table: str, day: str):
 
 
 def aggregate(orders):
-    """Hourly totals per supplier; rows with a null or negative price are left out (and counted by the caller)."""
+    """Hourly totals per supplier of the valid orders (the clock-free part of the one rule, flink_jobs/valid_order.py);
+    the caller counts the others."""
     from pyspark.sql import functions as F
 
-    valid = orders.where(F.col("price").isNotNull() & (F.col("price") >= 0))
+    valid = orders.where(spark_valid(F))
     return valid.groupBy(
         F.col("supplier"),
         F.to_date("bid_time").alias("bid_date"),
@@ -103,7 +105,7 @@ def build_supplier_stats_asset(pipeline: Pipeline) -> dg.AssetsDefinition:
                     )
                 session.sql(CREATE_TARGET.format(table=target_table))
                 orders = day_orders(session, source_table, day)
-                rejected = orders.where(F.col("price").isNull() | (F.col("price") < 0)).count()
+                rejected = orders.where(~spark_valid(F)).count()
                 stats = aggregate(orders)
                 stats.writeTo(target_table).overwrite(F.col("bid_date") == F.lit(day).cast("date"))
                 app_id = session.sparkContext.applicationId

@@ -138,12 +138,13 @@ def read_topic(settings, topic: str, want, done=None, timeout: float = 180.0) ->
 
 
 def after_everything_in_orders(settings) -> dt.datetime:
-    """A window start later than every bid_time already in `orders` (earlier runs' data included), so the job's
-    watermark never makes this run's orders late."""
+    """A window start later than every plausible bid_time already in `orders` (earlier runs' data included), so the
+    job's watermark never makes this run's orders late (an implausible one never reached the watermark)."""
     deserialize = AvroDeserializer(SchemaRegistryClient({"url": settings.schema_registry_url}))
     ctx = SerializationContext("orders", MessageField.VALUE)
     consumer = Consumer({"bootstrap.servers": settings.kafka_bootstrap, "group.id": f"t-{uuid.uuid4()}"})
     latest = dt.datetime.now(dt.UTC)
+    plausible = latest + dt.timedelta(seconds=settings.order_max_future_s)
     try:
         for partition in range(ORDERS_TOPIC.partitions):
             low, high = consumer.get_watermark_offsets(TopicPartition("orders", partition), timeout=10)
@@ -153,7 +154,7 @@ def after_everything_in_orders(settings) -> dt.datetime:
                     bid = deserialize(msg.value(), ctx)["bid_time"]
                 except Exception:  # poison records of earlier runs
                     continue
-                latest = max(latest, bid)
+                latest = max(latest, bid) if bid <= plausible else latest
     finally:
         consumer.close()
     start = latest + dt.timedelta(seconds=30)

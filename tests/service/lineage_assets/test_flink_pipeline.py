@@ -20,6 +20,7 @@ from decimal import Decimal
 
 import dagster as dg
 import pytest
+import requests
 from confluent_kafka import Producer
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
@@ -271,6 +272,89 @@ def test_windows_and_iceberg_are_exact_and_poison_is_dead_lettered(settings, res
         assert sum(r.startswith("bid_time missing or null") for r in reasons) == 25
     client = FlinkClient(settings)
     assert [client.active(name).state for name in JOBS] == ["RUNNING", "RUNNING"], "poison never stops a job"
+
+
+def dead_letter_reasons(settings, marker: str, want: int) -> dict[str, dict[bytes, str]]:
+    """Job -> {raw value: reason} of the dead letters whose raw value contains ``marker``, from both jobs' topics."""
+    needle = marker.encode()
+
+    def letter(m):
+        value = json.loads(m.value())
+        raw = base64.b64decode(value["raw_value"])
+        return (raw, value["reason"]) if needle in raw else None
+
+    found = {}
+    for job in (supplier_stats, iceberg_ingestion):
+        found[job.JOB] = dict(read_topic(settings, job.DLQ_TOPIC.name, letter, lambda f: len(f) >= want, timeout=120))
+    return found
+
+
+def restarts(settings, name: str) -> int:
+    """Failures of the job's current run so far (each restart is one entry of its exception history)."""
+    jid = FlinkClient(settings).active(name).jid
+    history = requests.get(f"{settings.flink_rest_url}/jobs/{jid}/exceptions", timeout=10).json()["exceptionHistory"]
+    return len(history["entries"])
+
+
+def test_implausible_orders_are_dead_lettered_by_both_jobs_with_one_reason_and_the_clock_holds(
+    settings, resources, deployed
+):
+    """Orders far in the future or past, and prices that do not fit, among normal ones: both jobs dead-letter each
+    with the same reason, and the normal orders after them are still counted, window by window."""
+    orders_out = Orders(settings)
+    rng = random.Random(13)
+    start = after_everything_in_orders(settings)
+    orders = orders_out.produce(1000, start, 10, rng)
+    hostile = {
+        "far-future": ("12.00", dt.datetime(9999, 12, 31, 23, 59, 59, tzinfo=dt.UTC), "bid_time 9999-12-31T23:59:59Z"),
+        "far-past": ("12.00", dt.datetime(2000, 1, 1, tzinfo=dt.UTC), "bid_time 2000-01-01T00:00:00Z"),
+        "huge": ("1e309", start, "price 1E+309 does not fit DECIMAL(10,2)"),
+        "fifteen-digits": ("123456789012345", start, "price 123456789012345 does not fit DECIMAL(10,2)"),
+        "negative": ("-1.00", start, "price -1.00 is negative"),
+        "third-decimal": ("12.345", start, "price 12.345 does not fit DECIMAL(10,2)"),
+    }
+    for kind, (price, bid, _) in hostile.items():
+        order = {**orders_out.poison(price, bid, 0), "order_id": f"{kind}-{orders_out.token}"}
+        order["supplier"] = orders_out.suppliers[0]  # counted in a window if it got through
+        orders_out.producer.produce("orders", key=order["order_id"], value=orders_out.serialize(order, orders_out.ctx))
+    orders |= orders_out.produce(1000, start + dt.timedelta(seconds=10), 10, rng)
+    orders_out.flush_windows(start + dt.timedelta(seconds=40))
+
+    expected = expected_windows(orders)
+    found = stats_in(settings, expected)
+    assert_windows_equal(found, expected)
+    assert sum(count for _, (_, count) in found) == 2000, "orders after the far-future one are still counted"
+
+    letters = dead_letter_reasons(settings, orders_out.token, len(hostile))
+    for kind, (_, _, reason) in hostile.items():
+        by_job = {
+            job: next((r for raw, r in got.items() if f"{kind}-{orders_out.token}".encode() in raw), None)
+            for job, got in letters.items()
+        }
+        assert set(by_job.values()) != {None}, f"{kind}: dead-lettered by neither job"
+        assert len(set(by_job.values())) == 1, f"{kind}: the jobs give different reasons: {by_job}"
+        assert next(iter(by_job.values())).startswith(reason), by_job
+    rows = iceberg_rows(resources, f"ff-{orders_out.token}", 2000)
+    assert len(rows) == 2000, f"{len(rows)} of 2000 normal orders in Iceberg"
+    for kind in hostile:  # they came before the last normal orders, which are all in: none of them will come
+        assert not iceberg_rows(resources, f"{kind}-{orders_out.token}", 0), f"{kind} reached Iceberg"
+
+
+def test_a_dead_letter_larger_than_a_request_is_stored_whole_without_a_restart(settings, deployed):
+    before = {name: restarts(settings, name) for name in JOBS}
+    marker = f"oversized-{uuid.uuid4().hex}"
+    junk = marker.encode() + random.Random(5).randbytes(1_000_000)  # not an order; base64 + JSON passes 1 MiB
+    producer = Producer({"bootstrap.servers": settings.kafka_bootstrap, "message.max.bytes": 2_000_000})
+    producer.produce("orders", key=marker, value=junk)
+    assert producer.flush(60) == 0
+
+    letters = dead_letter_reasons(settings, marker, 1)
+    for job, got in letters.items():
+        assert list(got) == [junk], f"{job}: the dead letter holds the record whole"
+        assert next(iter(got.values())).startswith("not Confluent wire format"), got.values()
+    client = FlinkClient(settings)
+    assert [client.active(name).state for name in JOBS] == ["RUNNING", "RUNNING"]
+    assert {name: restarts(settings, name) for name in JOBS} == before, "a dead letter never restarts a job"
 
 
 def test_a_killed_taskmanager_loses_and_duplicates_nothing(settings, resources, deployed):

@@ -72,7 +72,7 @@ def known_orders(days, n=300, seed=11):
 def expected_stats(rows, day):
     totals = defaultdict(lambda: [Decimal("0"), 0])
     for r in rows:
-        if r["bid_time"].date() != day or r["price"] is None or r["price"] < 0:
+        if r["bid_time"].date() != day or r["price"] is None or r["price"] < 0 or not r["supplier"].strip():
             continue
         key = (r["supplier"], day, r["bid_time"].hour)
         totals[key][0] += r["price"]
@@ -106,6 +106,7 @@ def test_two_days_equal_an_independent_aggregation_and_days_are_independent(sett
     rows = known_orders(days)
     rows.append({**rows[0], "order_id": "neg", "price": Decimal("-5.00")})
     rows.append({**rows[1], "order_id": "null", "price": None})
+    rows.append({**rows[3], "order_id": "no-supplier", "supplier": " "})  # day 2, like rows[1]
     write_orders(orders_table, rows)
 
     for day in days:
@@ -114,7 +115,7 @@ def test_two_days_equal_an_independent_aggregation_and_days_are_independent(sett
         assert actual_stats(settings, day) == expected_stats(rows, day)
     meta = result.asset_materializations_for_node("iceberg__default__supplier_stats")[0].metadata
     assert meta["dagster/row_count"].value == len(expected_stats(rows, days[1]))
-    assert meta["rejected_orders"].value == 1, "the null price on day 2 is counted, not summed"
+    assert meta["rejected_orders"].value == 2, "the null price and the empty supplier of day 2 are counted, not summed"
     assert meta["partition"].value == days[1].isoformat()
     assert meta["spark/application_id"].value.startswith("local-")
     assert int(meta["iceberg/snapshot_id"].value) > 0
