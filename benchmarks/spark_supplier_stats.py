@@ -1,16 +1,19 @@
 """supplier_stats runtime for N orders with the OpenLineage Spark listener on and off, in one run.
 
-Writes N orders (one day) into a scratch Iceberg namespace, then runs the asset's aggregation + overwrite-by-day
-in fresh Spark applications (one per run, the listener on or off, alternating) and prints medians, the overhead
-ratio and rows/s. Needs the stack up.
+For each size, writes N orders (one day) into a scratch Iceberg namespace, then runs the asset's aggregation +
+overwrite-by-day in fresh Spark applications (one per run, the listener on or off, alternating), in local mode and
+with --standalone also on a Spark standalone cluster (infra/spark_cluster.py, 2 workers x 1 core), and prints
+medians, rows/s per core and the listener's overhead. Needs the stack up.
 
-    .venv/bin/python benchmarks/spark_supplier_stats.py --orders 1000000 --runs 3
+    .venv/bin/python benchmarks/spark_supplier_stats.py --sizes 1000000,10000000,50000000 --runs 3 --standalone
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -59,15 +62,33 @@ def child(namespace: str, listener: bool, orders: int, events: str) -> None:
     print(json.dumps({"seconds": elapsed}))
 
 
-def run_child(*args: str) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--child", *args], capture_output=True, text=True, check=True)
+def run_child(*args: str, master: str | None = None) -> dict:
+    env = {**os.environ, **({"LINEAGE_LAB_SPARK_MASTER": master} if master else {})}
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", *args], capture_output=True, text=True, check=True, env=env
+    )
     return json.loads(out.stdout.strip().splitlines()[-1]) if out.stdout.strip() else {}
+
+
+def measure(namespace: str, size: int, runs: int, tmp: Path, master: str | None) -> dict[str, float]:
+    """Median seconds with the listener off and on, alternating which goes first."""
+    times: dict[str, list[float]] = {"off": [], "on": []}
+    for i in range(runs):
+        for variant in ("off", "on") if i % 2 == 0 else ("on", "off"):
+            r = run_child(namespace, variant, "0", str(tmp / f"{variant}-{size}-{i}.ndjson"), master=master)
+            times[variant].append(r["seconds"])
+            print(
+                f"  {size:,} {'cluster' if master else 'local'} run {i + 1} listener {variant}: {r['seconds']:.2f}s",
+                flush=True,
+            )
+    return {variant: statistics.median(values) for variant, values in times.items()}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--orders", type=int, default=1_000_000)
+    parser.add_argument("--sizes", default="1000000", help="comma-separated order counts, e.g. 1000000,10000000")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--standalone", action="store_true", help="also on a standalone cluster (2 workers x 1 core)")
     parser.add_argument("--child", nargs=4, metavar=("NAMESPACE", "LISTENER", "ORDERS", "EVENTS"))
     args = parser.parse_args()
     if args.child:
@@ -75,29 +96,34 @@ def main() -> None:
         child(namespace, listener == "on", int(orders), events)
         return
 
-    namespace = f"bench_{uuid.uuid4().hex[:8]}"
-    with tempfile.TemporaryDirectory() as tmp:
-        t0 = time.perf_counter()
-        run_child(namespace, "off", str(args.orders), str(Path(tmp) / "setup.ndjson"))
-        print(f"wrote {args.orders:,} orders in {time.perf_counter() - t0:.1f}s", flush=True)
-        times: dict[str, list[float]] = {"off": [], "on": []}
-        for i in range(args.runs):
-            for variant in ("off", "on") if i % 2 == 0 else ("on", "off"):
-                r = run_child(namespace, variant, "0", str(Path(tmp) / f"{variant}-{i}.ndjson"))
-                times[variant].append(r["seconds"])
-                print(f"run {i + 1} listener {variant}: {r['seconds']:.2f}s", flush=True)
-    off, on = statistics.median(times["off"]), statistics.median(times["on"])
-    print(f"\n{args.orders:,} orders, median of {args.runs} (aggregation + overwrite of one day; JVM start excluded)")
-    print(f"listener off: {off:.2f}s  ({args.orders / off:,.0f} rows/s)")
-    print(f"listener on:  {on:.2f}s  ({args.orders / on:,.0f} rows/s)")
-    print(f"overhead: {(on / off - 1) * 100:+.1f}%")
     from infra.services.iceberg_catalog import load_catalog
     from infra.settings import StackSettings
+    from infra.spark_cluster import StandaloneCluster
 
     catalog = load_catalog(StackSettings.from_env())
-    for table in ("supplier_stats", "orders"):
-        catalog.purge_table(f"{namespace}.{table}")
-    catalog.drop_namespace(namespace)
+    cores = 2  # local[2], and the cluster's 2 workers x 1 core
+    results = []
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        cluster = stack.enter_context(StandaloneCluster(Path(tmp) / "cluster")) if args.standalone else None
+        for size in (int(s) for s in args.sizes.split(",")):
+            namespace = f"bench_{uuid.uuid4().hex[:8]}"
+            t0 = time.perf_counter()
+            run_child(namespace, "off", str(size), str(Path(tmp) / "setup.ndjson"))
+            print(f"wrote {size:,} orders in {time.perf_counter() - t0:.1f}s", flush=True)
+            for master in [None, *([cluster.master_url] if cluster else [])]:
+                medians = measure(namespace, size, args.runs, Path(tmp), master)
+                results.append((size, "standalone" if master else "local[2]", medians))
+            for table in ("supplier_stats", "orders"):
+                catalog.purge_table(f"{namespace}.{table}")
+            catalog.drop_namespace(namespace)
+
+    print(f"\nmedians of {args.runs} runs (aggregation + overwrite of one day; JVM start excluded), {cores} cores")
+    print(f"{'orders':>12} {'mode':<11} {'off s':>8} {'on s':>8} {'rows/s/core':>12} {'overhead':>9}")
+    for size, mode, m in results:
+        print(
+            f"{size:>12,} {mode:<11} {m['off']:>8.2f} {m['on']:>8.2f} {size / m['off'] / cores:>12,.0f} "
+            f"{(m['on'] / m['off'] - 1) * 100:>+8.1f}%"
+        )
 
 
 if __name__ == "__main__":

@@ -71,6 +71,10 @@ class StackSettings:
     # outside it is dead-lettered by both Flink jobs instead of moving (or missing) the event-time clock
     order_max_future_s: int = 3600
     order_max_past_s: int = 7 * 24 * 3600
+    # where the supplier_stats Spark application runs: local mode in the Dagster process, or a cluster's master URL
+    # (spark://host:port of a standalone cluster, k8s://..., yarn); on a cluster the jars go to the executors
+    spark_master: str = "local[2]"
+    spark_executor_memory: str = "1g"
     # Dagster runs the stack's daemon runs at once (Spark runs are further limited to one by their pool)
     dagster_max_concurrent_runs: int = 2
 

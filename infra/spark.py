@@ -1,5 +1,5 @@
-"""Spark (PySpark, local mode) configured against the stack: the Iceberg REST catalog, S3FileIO on the object
-store, and the OpenLineage Spark listener."""
+"""Spark (PySpark) configured against the stack: the Iceberg REST catalog, S3FileIO on the object store, and the
+OpenLineage Spark listener; local mode by default, or any cluster by its master URL (``LINEAGE_LAB_SPARK_MASTER``)."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def spark_conf(
     jars = ":".join(str(p) for p in spark_jars(settings))
     cat = f"spark.sql.catalog.{CATALOG_NAME}"
     conf = {
-        "spark.master": "local[2]",
+        "spark.master": settings.spark_master,
         "spark.app.name": app_name,
         "spark.driver.memory": "1g",
         "spark.driver.host": settings.host,
@@ -58,6 +58,11 @@ def spark_conf(
         f"{cat}.client.region": settings.s3_region,
         "spark.sql.defaultCatalog": CATALOG_NAME,
     }
+    if not settings.spark_master.startswith("local"):
+        # executors run elsewhere: they fetch the jars from the driver and need the AWS SDK's environment too
+        conf["spark.jars"] = ",".join(str(p) for p in spark_jars(settings))
+        conf["spark.executor.memory"] = settings.spark_executor_memory
+        conf.update({f"spark.executorEnv.{k}": v for k, v in spark_environment(settings).items()})
     if openlineage is not None:
         conf["spark.extraListeners"] = "io.openlineage.spark.agent.OpenLineageSparkListener"
         conf.update(openlineage)
