@@ -7,7 +7,7 @@ partition and offset, to the DLQ topic (Kafka transactions, exactly-once). decod
 
 Configuration (job arguments, all optional): --bootstrap, --registry (ccompat base URL), --catalog-uri,
 --s3-endpoint, --s3-access-key, --s3-secret-key, --region, --checkpoint-interval, --source-topic, --dlq-topic,
---group-id, --table.
+--group-id, --table. Credentials of secured clusters come from the environment (flink_jobs/connections.py).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 from decimal import Decimal
 
+import connections
 from orders_codec import BadRecord, RegistrySchemas, decode_order
 from pyflink.table import DataTypes, EnvironmentSettings, TableEnvironment
 from pyflink.table.udf import TableFunction, udtf
@@ -30,12 +31,13 @@ class DecodeOrder(TableFunction):
     for a good order, else the reason (and the order fields are NULL). currency is NULL in records written before
     the source had it."""
 
-    def __init__(self, registry_url: str, rule: OrderRule):
+    def __init__(self, registry_url: str, rule: OrderRule, registry_user_info: str = ""):
         self.registry_url = registry_url
         self.rule = rule
+        self.registry_user_info = registry_user_info
 
     def open(self, function_context):
-        self._schemas = RegistrySchemas(self.registry_url)
+        self._schemas = RegistrySchemas(self.registry_url, user_info=self.registry_user_info)
 
     def eval(self, value):
         try:
@@ -79,7 +81,7 @@ def main() -> None:
     t_env.create_temporary_function(
         "decode_order",
         udtf(
-            DecodeOrder(a.registry, OrderRule(a.max_future_s, a.max_past_s)),
+            DecodeOrder(a.registry, OrderRule(a.max_future_s, a.max_past_s), connections.registry_user_info()),
             result_types=[
                 DataTypes.STRING(),
                 DataTypes.STRING(),
@@ -110,7 +112,7 @@ def main() -> None:
             'key.format' = 'raw',
             'key.fields' = 'k',
             'value.format' = 'raw',
-            'value.fields-include' = 'EXCEPT_KEY'
+            'value.fields-include' = 'EXCEPT_KEY'{connections.kafka_sql_options()}
         )""")
 
     t_env.execute_sql(f"""
@@ -130,7 +132,7 @@ def main() -> None:
             'sink.delivery-guarantee' = 'exactly-once',
             'properties.max.request.size' = '{a.dlq_max_bytes}',
             'sink.transactional-id-prefix' = 'iceberg-ingestion-dlq',
-            'format' = 'json'
+            'format' = 'json'{connections.kafka_sql_options()}
         )""")
 
     t_env.execute_sql(f"""
@@ -143,7 +145,7 @@ def main() -> None:
             's3.path-style-access' = 'true',
             's3.access-key-id' = '{a.s3_access_key}',
             's3.secret-access-key' = '{a.s3_secret_key}',
-            'client.region' = '{a.region}'
+            'client.region' = '{a.region}'{connections.catalog_sql_options()}
         )""")
 
     ns, tbl = a.table.split(".")

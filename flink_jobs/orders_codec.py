@@ -13,6 +13,7 @@ dead-lettering good records.
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import io
 import json
@@ -55,9 +56,11 @@ class BadRecord(ValueError):
 class RegistrySchemas:
     """Writer schemas by id from the registry's Confluent-compatible API, cached for the worker's life."""
 
-    def __init__(self, registry_url: str, timeout: float = 10.0) -> None:
+    def __init__(self, registry_url: str, timeout: float = 10.0, user_info: str = "") -> None:
         self.registry_url = registry_url.rstrip("/")
         self.timeout = timeout
+        #: "user:password" of a registry behind basic auth (the deployment's, never in the job's arguments)
+        self.user_info = user_info
         self._parsed: dict[int, object] = {}
 
     def get(self, schema_id: int):
@@ -66,8 +69,11 @@ class RegistrySchemas:
             return self._parsed[schema_id]
         import fastavro
 
+        request = urllib.request.Request(f"{self.registry_url}/schemas/ids/{schema_id}")
+        if self.user_info:
+            request.add_header("Authorization", "Basic " + base64.b64encode(self.user_info.encode()).decode())
         try:
-            with urllib.request.urlopen(f"{self.registry_url}/schemas/ids/{schema_id}", timeout=self.timeout) as r:
+            with urllib.request.urlopen(request, timeout=self.timeout) as r:
                 body = json.load(r)
         except urllib.error.HTTPError as exc:
             if exc.code == 404:

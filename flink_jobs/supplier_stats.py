@@ -20,6 +20,7 @@ import argparse
 import datetime as dt
 from decimal import Decimal
 
+import connections
 from orders_codec import BadRecord, RegistrySchemas, decode_order
 from pyflink.common import Duration, Row, Time, Types, WatermarkStrategy
 from pyflink.common.serialization import ByteArraySchema
@@ -73,12 +74,13 @@ class DecodeOrders(ProcessFunction):
     """raw value -> a valid order row, or a dead letter with the reason (side output): an order outside the
     plausibility window never reaches the watermark assigner."""
 
-    def __init__(self, registry_url: str, rule: OrderRule):
+    def __init__(self, registry_url: str, rule: OrderRule, registry_user_info: str = ""):
         self.registry_url = registry_url
         self.rule = rule
+        self.registry_user_info = registry_user_info
 
     def open(self, runtime_context):
-        self._schemas = RegistrySchemas(self.registry_url)
+        self._schemas = RegistrySchemas(self.registry_url, user_info=self.registry_user_info)
 
     def process_element(self, value, ctx):
         try:
@@ -158,9 +160,11 @@ def main() -> None:
     t_env.get_config().set("pipeline.name", "supplier-stats")
     t_env.get_config().set("execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION")
 
+    builder = KafkaSource.builder()
+    for key, value in connections.kafka_properties().items():  # a secured cluster's client settings
+        builder = builder.set_property(key, value)
     source = (
-        KafkaSource.builder()
-        .set_bootstrap_servers(a.bootstrap)
+        builder.set_bootstrap_servers(a.bootstrap)
         .set_topics(a.source_topic)
         .set_group_id(a.group_id)
         .set_starting_offsets(KafkaOffsetsInitializer.committed_offsets(KafkaOffsetResetStrategy.EARLIEST))
@@ -171,7 +175,7 @@ def main() -> None:
     )
     raw = env.from_source(source, WatermarkStrategy.no_watermarks(), "orders")
     rule = OrderRule(a.max_future_s, a.max_past_s)
-    decoded = raw.process(DecodeOrders(a.registry, rule), output_type=order_type())
+    decoded = raw.process(DecodeOrders(a.registry, rule, connections.registry_user_info()), output_type=order_type())
     timed = decoded.assign_timestamps_and_watermarks(
         WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_seconds(OUT_OF_ORDERNESS_S))
         .with_idleness(Duration.of_seconds(IDLENESS_S))
@@ -187,6 +191,8 @@ def main() -> None:
     late = stats.get_side_output(LATE).map(late_letter, output_type=dead_letter_type())
     dead = decoded.get_side_output(DEAD).union(late)
 
+    kafka_options = connections.kafka_sql_options()
+    registry_options = connections.registry_sql_options("value.avro-confluent")
     t_env.execute_sql(f"""
         CREATE TEMPORARY TABLE supplier_stats_sink (
             window_start STRING NOT NULL,
@@ -206,7 +212,7 @@ def main() -> None:
             'value.format' = 'avro-confluent',
             'value.avro-confluent.url' = '{a.registry}',
             'value.avro-confluent.subject' = '{a.sink_topic}-value',
-            'value.fields-include' = 'ALL'
+            'value.fields-include' = 'ALL'{kafka_options}{registry_options}
         )""")
     t_env.execute_sql(f"""
         CREATE TEMPORARY TABLE dead_letters (
@@ -221,7 +227,7 @@ def main() -> None:
             'sink.delivery-guarantee' = 'exactly-once',
             'properties.max.request.size' = '{a.dlq_max_bytes}',
             'sink.transactional-id-prefix' = 'supplier-stats-dlq',
-            'format' = 'json'
+            'format' = 'json'{kafka_options}
         )""")
     t_env.create_temporary_view("stats", t_env.from_data_stream(stats))
     t_env.create_temporary_view("dead", t_env.from_data_stream(dead))

@@ -23,8 +23,13 @@ from infra.settings import SettingsError, StackSettings
 
 def _stack(args: argparse.Namespace, settings: StackSettings) -> int:
     services = build_stack(settings)
+    external = settings.external()
     if args.action == "up":
         chosen = select(services, args.services)
+        for svc in [s for s in chosen if s.name in external]:
+            state = "reachable" if supervisor.reachable(external[svc.name]) else "NOT reachable"
+            print(f"  {svc.name}: external at {external[svc.name]} ({state}), not started")
+        chosen = [s for s in chosen if s.name not in external]
         needed = sorted({b for s in chosen for b in s.bundles})
         if needed:
             artifacts.resolve_all(settings.jars_dir, needed, log=lambda m: print(f"  {m}"))
@@ -35,12 +40,17 @@ def _stack(args: argparse.Namespace, settings: StackSettings) -> int:
     elif args.action == "down":
         supervisor.down(services)
     elif args.action == "status":
-        rows = supervisor.status(services)
-        print(f"{'service':<20} {'port(s)':<14} {'pid':<8} {'state':<20} log")
+        rows = supervisor.status([s for s in services if s.name not in external])
+        print(f"{'service':<20} {'port(s)':<14} {'pid':<8} {'state':<24} log / endpoint")
+        ok = all(r.state == "healthy" for r in rows)
         for r in rows:
             ports = ",".join(map(str, r.ports))
-            print(f"{r.name:<20} {ports:<14} {r.pid or '-':<8} {r.state:<20} {r.log}")
-        return 0 if all(r.state == "healthy" for r in rows) else 3
+            print(f"{r.name:<20} {ports:<14} {r.pid or '-':<8} {r.state:<24} {r.log}")
+        for name, endpoint in external.items():
+            up = endpoint.startswith("(") or supervisor.reachable(endpoint)
+            ok = ok and up
+            print(f"{name:<20} {'-':<14} {'-':<8} {'external' if up else 'external, unreachable':<24} {endpoint}")
+        return 0 if ok else 3
     elif args.action == "logs":
         targets = select(services, [args.service] if args.service else [])
         paths = [str(s.log_path) for s in targets if s.log_path.exists()]
@@ -70,12 +80,18 @@ def _lineage(args: argparse.Namespace, settings: StackSettings) -> int:
     if args.action == "drain":
         print(f"draining {settings.lineage_outbox} to {settings.marquez_url} (Ctrl-C stops)", flush=True)
         LineageEmitter(
-            settings.lineage_outbox, settings.marquez_url, workers=settings.lineage_drain_workers
+            settings.lineage_outbox,
+            settings.marquez_url,
+            workers=settings.lineage_drain_workers,
+            api_key=settings.marquez_api_key or None,
         ).run_forever()
         return 0
     outbox = Outbox(settings.lineage_outbox)
     if args.flush:
-        done = Drainer(outbox, settings.marquez_url, workers=settings.lineage_drain_workers).flush(timeout=args.timeout)
+        drainer = Drainer(
+            outbox, settings.marquez_url, workers=settings.lineage_drain_workers, api_key=settings.marquez_api_key
+        )
+        done = drainer.flush(timeout=args.timeout)
         if not done:
             print(
                 f"events remain queued after {args.timeout:.0f}s: is the lineage backend at {settings.marquez_url} up?"
@@ -120,7 +136,7 @@ def _impact(args: argparse.Namespace, settings: StackSettings) -> int:
     pipeline = Pipeline.from_settings(settings)
     try:
         target = resolve(pipeline, args.target)
-        found = impact(MarquezClient(settings.marquez_url), target, depth=args.depth)
+        found = impact(MarquezClient(settings.marquez_url, api_key=settings.marquez_api_key), target, depth=args.depth)
     except UnknownTarget as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -58,6 +58,34 @@ class StackSettings:
     registry_db_password: str = "registry"
     source_db_password: str = "orders"
 
+    # External services (issue 15): an endpoint set here is used as is and `stack up` does not start that service.
+    # Empty: the embedded service on host:port above. Dataset namespaces follow these endpoints.
+    external_kafka: str = ""  # bootstrap servers, host:port[,host:port...]
+    external_schema_registry: str = ""  # the Confluent-compatible API root, e.g. https://registry:8081
+    external_connect: str = ""  # Kafka Connect REST, e.g. http://connect:8083
+    external_flink: str = ""  # a Flink session cluster's REST URL, e.g. http://jobmanager:8081
+    external_iceberg_catalog: str = ""  # an Iceberg REST catalog, e.g. https://catalog:8181
+    external_object_store: str = ""  # an S3 endpoint, e.g. https://s3.eu-west-1.amazonaws.com
+    external_marquez: str = ""  # Marquez's API (or any OpenLineage HTTP backend with Marquez's read API)
+    external_marquez_web: str = ""  # Marquez's web UI, for links
+    # where `stop with savepoint` writes; empty: the stack's data dir, or an external cluster's state.savepoints.dir
+    flink_savepoint_dir: str = ""
+    # the Python (with apache-flink 2.0 and flink_jobs/requirements.txt) on an external cluster's TaskManagers;
+    # empty: this machine's .venv-flink, right for a cluster on this host
+    flink_cluster_python: str = ""
+
+    # Client credentials of external services: secrets, set them in the environment (never in the repository).
+    # Kafka clients (confluent-kafka, the Flink jobs, Connect): librdkafka/Java security settings.
+    kafka_security_protocol: str = ""  # PLAINTEXT (default), SSL, SASL_PLAINTEXT or SASL_SSL
+    kafka_sasl_mechanism: str = ""  # PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512
+    kafka_sasl_username: str = ""
+    kafka_sasl_password: str = ""
+    kafka_ssl_ca_location: str = ""  # a PEM file of the CA that signed the brokers' certificates
+    schema_registry_user_info: str = ""  # "user:password" for HTTP basic auth
+    iceberg_catalog_token: str = ""  # a bearer token for the REST catalog
+    iceberg_catalog_credential: str = ""  # "client_id:client_secret" for the catalog's OAuth2 token endpoint
+    marquez_api_key: str = ""  # sent as "Authorization: Bearer <key>", like OpenLineage's HTTP transport
+
     # OpenLineage namespace of every job of the pipeline
     openlineage_namespace: str = "lineage-lab"
     # runs the lineage drainer delivers to Marquez at once (each run's events stay in order)
@@ -150,38 +178,56 @@ class StackSettings:
         return Path(os.environ.get(ENV_PREFIX + "FLINK_VENV", REPO_ROOT / ".venv-flink"))
 
     # Endpoints ---------------------------------------------------------------------------------------------
+    # (each the external endpoint when one is set, else the embedded service's)
     @property
     def kafka_bootstrap(self) -> str:
-        return f"{self.host}:{self.kafka_port}"
+        return self.external_kafka or f"{self.host}:{self.kafka_port}"
 
     @property
     def schema_registry_url(self) -> str:
         """The registry's Confluent-compatible API root."""
-        return f"http://{self.host}:{self.schema_registry_port}/apis/ccompat/v7"
+        return (
+            self.external_schema_registry or f"http://{self.host}:{self.schema_registry_port}/apis/ccompat/v7"
+        ).rstrip("/")
 
     @property
     def s3_endpoint(self) -> str:
-        return f"http://{self.host}:{self.object_store_port}"
+        return (self.external_object_store or f"http://{self.host}:{self.object_store_port}").rstrip("/")
 
     @property
     def connect_url(self) -> str:
-        return f"http://{self.host}:{self.connect_port}"
+        return (self.external_connect or f"http://{self.host}:{self.connect_port}").rstrip("/")
 
     @property
     def iceberg_catalog_url(self) -> str:
-        return f"http://{self.host}:{self.iceberg_catalog_port}"
+        return (self.external_iceberg_catalog or f"http://{self.host}:{self.iceberg_catalog_port}").rstrip("/")
 
     @property
     def marquez_url(self) -> str:
-        return f"http://{self.host}:{self.marquez_port}"
+        return (self.external_marquez or f"http://{self.host}:{self.marquez_port}").rstrip("/")
 
     @property
     def marquez_web_url(self) -> str:
-        return f"http://{self.host}:{self.marquez_web_port}"
+        return (self.external_marquez_web or f"http://{self.host}:{self.marquez_web_port}").rstrip("/")
 
     @property
     def flink_rest_url(self) -> str:
-        return f"http://{self.host}:{self.flink_rest_port}"
+        return (self.external_flink or f"http://{self.host}:{self.flink_rest_port}").rstrip("/")
+
+    def external(self) -> dict[str, str]:
+        """The external services of this deployment: embedded service name -> the endpoint used instead."""
+        pairs = {
+            "kafka": self.external_kafka,
+            "schema-registry": self.external_schema_registry,
+            "kafka-connect": self.external_connect,
+            "flink-jobmanager": self.external_flink,
+            "flink-taskmanager": self.external_flink,
+            "iceberg-catalog": self.external_iceberg_catalog,
+            "object-store": self.external_object_store,
+            "marquez": self.external_marquez,
+            "marquez-web": self.external_marquez_web or (self.external_marquez and "(none: Marquez is external)"),
+        }
+        return {name: url for name, url in pairs.items() if url}
 
     @property
     def lineage_outbox(self) -> Path:

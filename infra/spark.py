@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from infra.artifacts import ArtifactError, bundle_dir, is_resolved, load_manifest
-from infra.services.iceberg_catalog import CATALOG_NAME
+from infra.services.iceberg_catalog import CATALOG_NAME, catalog_credentials
 from infra.settings import StackSettings
 
 BUNDLE = "spark-jars"
@@ -22,15 +22,25 @@ def spark_jars(settings: StackSettings) -> list[Path]:
     return sorted(bundle_dir(settings.jars_dir, BUNDLE).glob("*.jar"))
 
 
+def secret_conf(access_key: str, secret_key: str, catalog_token: str = "", catalog_credential: str = "") -> dict:
+    """The secret part of the catalog's configuration: S3 keys, and the REST catalog's token or OAuth2 credential."""
+    cat = f"spark.sql.catalog.{CATALOG_NAME}"
+    conf = {f"{cat}.s3.access-key-id": access_key, f"{cat}.s3.secret-access-key": secret_key}
+    conf.update({f"{cat}.{k}": v for k, v in catalog_credentials(catalog_token, catalog_credential).items()})
+    return conf
+
+
 def spark_conf(
     settings: StackSettings,
     app_name: str,
     openlineage: dict[str, str] | None = None,
+    secrets: bool = True,
 ) -> dict[str, str]:
     """Spark configuration for one application.
 
     ``openlineage`` holds ``spark.openlineage.*`` keys (transport, namespace, parent run); None leaves the
-    listener off, for runs that must not emit lineage.
+    listener off, for runs that must not emit lineage. ``secrets=False`` leaves out the object store's keys and
+    the catalog's credentials (``secret_conf``), for configuration that is shown (Dagster's resource config).
     """
     jars = ":".join(str(p) for p in spark_jars(settings))
     cat = f"spark.sql.catalog.{CATALOG_NAME}"
@@ -53,11 +63,18 @@ def spark_conf(
         f"{cat}.io-impl": "org.apache.iceberg.aws.s3.S3FileIO",
         f"{cat}.s3.endpoint": settings.s3_endpoint,
         f"{cat}.s3.path-style-access": "true",
-        f"{cat}.s3.access-key-id": settings.s3_access_key,
-        f"{cat}.s3.secret-access-key": settings.s3_secret_key,
         f"{cat}.client.region": settings.s3_region,
         "spark.sql.defaultCatalog": CATALOG_NAME,
     }
+    if secrets:
+        conf.update(
+            secret_conf(
+                settings.s3_access_key,
+                settings.s3_secret_key,
+                settings.iceberg_catalog_token,
+                settings.iceberg_catalog_credential,
+            )
+        )
     if not settings.spark_master.startswith("local"):
         # executors run elsewhere: they fetch the jars from the driver and need the AWS SDK's environment too
         conf["spark.jars"] = ",".join(str(p) for p in spark_jars(settings))

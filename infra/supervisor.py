@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from infra.services.base import Service, ServiceError, port_open, process_start_time, read_pid
 
@@ -47,6 +48,27 @@ def status(services: Sequence[Service]) -> list[ServiceStatus]:
         pid = read_pid(svc)
         rows.append(ServiceStatus(svc.name, svc.ports, pid, pid is not None, svc.is_healthy(), svc.log_path))
     return rows
+
+
+def endpoint_address(endpoint: str) -> tuple[str, int] | None:
+    """(host, port) of a URL or of the first server of a Kafka bootstrap list; None when it names neither."""
+    first = endpoint.split(",")[0].strip()
+    parsed = urlsplit(first if "://" in first else f"tcp://{first}")
+    if not parsed.hostname:
+        return None
+    try:
+        port = parsed.port
+    except ValueError:
+        return None
+    if port is None:
+        port = {"https": 443, "http": 80}.get(parsed.scheme)
+    return (parsed.hostname, port) if port else None
+
+
+def reachable(endpoint: str, timeout: float = 2.0) -> bool:
+    """An external endpoint accepts TCP connections (its credentials are the clients' business, not the stack's)."""
+    address = endpoint_address(endpoint)
+    return address is not None and port_open(*address, timeout=timeout)
 
 
 def _log_tail(path: Path, lines: int = 25) -> str:

@@ -9,17 +9,42 @@ from pathlib import Path
 import dagster as dg
 import psycopg
 
-from infra.services.iceberg_catalog import CATALOG_NAME, pyiceberg_properties_for
+from infra.services.iceberg_catalog import CATALOG_NAME, catalog_credentials, pyiceberg_properties_for
 from infra.services.object_store import s3_client_for
 from infra.settings import StackSettings
 from lineage_assets.connect.client import ConnectClient
+from lineage_assets.kafka.connection import KafkaConnection
+from lineage_assets.kafka.registry import Registry
 from lineage_assets.lineage.marquez import MarquezClient
 from lineage_assets.lineage.outbox import LineageEmitter, Outbox
 
 
 class KafkaResource(dg.ConfigurableResource):
+    """A Kafka cluster and its schema registry, with the client security settings of a secured cluster (SASL/TLS
+    as librdkafka names them; the Flink jobs and Connect get the Java equivalents)."""
+
     bootstrap_servers: str
     schema_registry_url: str
+    security_protocol: str = ""
+    sasl_mechanism: str = ""
+    sasl_username: str = ""
+    sasl_password: str = ""
+    ssl_ca_location: str = ""
+    #: "user:password" of a registry behind HTTP basic auth
+    schema_registry_user_info: str = ""
+
+    def connection(self) -> KafkaConnection:
+        return KafkaConnection(
+            bootstrap=self.bootstrap_servers,
+            security_protocol=self.security_protocol,
+            sasl_mechanism=self.sasl_mechanism,
+            sasl_username=self.sasl_username,
+            sasl_password=self.sasl_password,
+            ssl_ca_location=self.ssl_ca_location,
+        ).validated()
+
+    def registry(self) -> Registry:
+        return Registry(self.schema_registry_url, self.schema_registry_user_info)
 
 
 class ConnectResource(dg.ConfigurableResource):
@@ -72,6 +97,9 @@ class IcebergResource(dg.ConfigurableResource):
     access_key_id: str
     secret_access_key: str
     region: str
+    #: a bearer token, or OAuth2 client credentials "client_id:secret", of a catalog that requires them
+    token: str = ""
+    credential: str = ""
 
     def catalog(self):
         from pyiceberg.catalog import load_catalog
@@ -79,6 +107,7 @@ class IcebergResource(dg.ConfigurableResource):
         props = pyiceberg_properties_for(
             self.uri, self.s3_endpoint, self.access_key_id, self.secret_access_key, self.region
         )
+        props.update(catalog_credentials(self.token, self.credential))
         return load_catalog(CATALOG_NAME, **props)
 
 
@@ -88,15 +117,17 @@ class LineageResource(dg.ConfigurableResource):
 
     outbox_path: str
     backend_url: str
+    #: sent as "Authorization: Bearer <key>" (OpenLineage's HTTP transport does the same) when set
+    api_key: str = ""
 
     def emitter(self) -> LineageEmitter:
-        return LineageEmitter(Path(self.outbox_path), self.backend_url)
+        return LineageEmitter(Path(self.outbox_path), self.backend_url, api_key=self.api_key)
 
     def outbox(self) -> Outbox:
         return Outbox(Path(self.outbox_path))
 
     def marquez(self) -> MarquezClient:
-        return MarquezClient(self.backend_url)
+        return MarquezClient(self.backend_url, api_key=self.api_key or None)
 
 
 def _env_or(name: str, default: str) -> str | dg.EnvVar:
@@ -108,7 +139,16 @@ def _env_or(name: str, default: str) -> str | dg.EnvVar:
 def build_resources(settings: StackSettings) -> dict[str, dg.ConfigurableResource]:
     return {
         "kafka": KafkaResource(
-            bootstrap_servers=settings.kafka_bootstrap, schema_registry_url=settings.schema_registry_url
+            bootstrap_servers=settings.kafka_bootstrap,
+            schema_registry_url=settings.schema_registry_url,
+            security_protocol=settings.kafka_security_protocol,
+            sasl_mechanism=settings.kafka_sasl_mechanism,
+            sasl_username=_env_or("LINEAGE_LAB_KAFKA_SASL_USERNAME", settings.kafka_sasl_username),
+            sasl_password=_env_or("LINEAGE_LAB_KAFKA_SASL_PASSWORD", settings.kafka_sasl_password),
+            ssl_ca_location=settings.kafka_ssl_ca_location,
+            schema_registry_user_info=_env_or(
+                "LINEAGE_LAB_SCHEMA_REGISTRY_USER_INFO", settings.schema_registry_user_info
+            ),
         ),
         "connect": ConnectResource(url=settings.connect_url),
         "source_db": SourceDatabaseResource(
@@ -126,7 +166,11 @@ def build_resources(settings: StackSettings) -> dict[str, dg.ConfigurableResourc
             secret_access_key=_env_or("LINEAGE_LAB_S3_SECRET_KEY", settings.s3_secret_key),
             region=settings.s3_region,
         ),
-        "lineage": LineageResource(outbox_path=str(settings.lineage_outbox), backend_url=settings.marquez_url),
+        "lineage": LineageResource(
+            outbox_path=str(settings.lineage_outbox),
+            backend_url=settings.marquez_url,
+            api_key=_env_or("LINEAGE_LAB_MARQUEZ_API_KEY", settings.marquez_api_key),
+        ),
         "spark": build_spark_resource(settings),
         "iceberg": IcebergResource(
             uri=settings.iceberg_catalog_url,
@@ -134,6 +178,8 @@ def build_resources(settings: StackSettings) -> dict[str, dg.ConfigurableResourc
             access_key_id=_env_or("LINEAGE_LAB_S3_ACCESS_KEY", settings.s3_access_key),
             secret_access_key=_env_or("LINEAGE_LAB_S3_SECRET_KEY", settings.s3_secret_key),
             region=settings.s3_region,
+            token=_env_or("LINEAGE_LAB_ICEBERG_CATALOG_TOKEN", settings.iceberg_catalog_token),
+            credential=_env_or("LINEAGE_LAB_ICEBERG_CATALOG_CREDENTIAL", settings.iceberg_catalog_credential),
         ),
     }
 
@@ -146,7 +192,11 @@ def build_spark_resource(settings: StackSettings):
     job = Pipeline.from_settings(settings).job(SPARK_SUPPLIER_STATS_JOB)
     assert job.parent is not None
     return LineageSparkResource(
-        spark_config=spark_conf(settings, job.simple_name, openlineage=None),
+        spark_config=spark_conf(settings, job.simple_name, openlineage=None, secrets=False),
+        s3_access_key=_env_or("LINEAGE_LAB_S3_ACCESS_KEY", settings.s3_access_key),
+        s3_secret_key=_env_or("LINEAGE_LAB_S3_SECRET_KEY", settings.s3_secret_key),
+        catalog_token=_env_or("LINEAGE_LAB_ICEBERG_CATALOG_TOKEN", settings.iceberg_catalog_token),
+        catalog_credential=_env_or("LINEAGE_LAB_ICEBERG_CATALOG_CREDENTIAL", settings.iceberg_catalog_credential),
         app_name=job.simple_name,
         parent_job_name=job.parent,
         environment=settings.aws_sdk_env(),

@@ -177,11 +177,16 @@ def _is_dead(pid: int) -> bool:
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 
 
-def render(template: str, dest: Path, **values: object) -> Path:
-    """Fill ``infra/templates/<template>`` (``$name`` placeholders) into ``dest``; unknown names are an error."""
+def render_text(template: str, **values: object) -> str:
+    """``infra/templates/<template>`` with its ``$name`` placeholders filled; unknown names are an error."""
     from string import Template
 
-    text = Template((TEMPLATES / template).read_text()).substitute({k: str(v) for k, v in values.items()})
+    return Template((TEMPLATES / template).read_text()).substitute({k: str(v) for k, v in values.items()})
+
+
+def render(template: str, dest: Path, **values: object) -> Path:
+    """Fill ``infra/templates/<template>`` (``$name`` placeholders) into ``dest``; unknown names are an error."""
+    text = render_text(template, **values)
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_text(text)
     return dest

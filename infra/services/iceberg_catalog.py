@@ -97,9 +97,19 @@ def pyiceberg_properties_for(uri: str, s3_endpoint: str, access_key: str, secret
     }
 
 
+def catalog_credentials(token: str, credential: str) -> dict[str, str]:
+    """Iceberg's REST-catalog auth properties (the same keys in pyiceberg, Flink and Spark): a bearer ``token``,
+    or OAuth2 client credentials ``credential`` exchanged at the catalog's token endpoint."""
+    return {k: v for k, v in (("token", token), ("credential", credential)) if v}
+
+
 def pyiceberg_properties(settings) -> dict[str, str]:
     s = settings
-    return pyiceberg_properties_for(s.iceberg_catalog_url, s.s3_endpoint, s.s3_access_key, s.s3_secret_key, s.s3_region)
+    props = pyiceberg_properties_for(
+        s.iceberg_catalog_url, s.s3_endpoint, s.s3_access_key, s.s3_secret_key, s.s3_region
+    )
+    props.update(catalog_credentials(s.iceberg_catalog_token, s.iceberg_catalog_credential))
+    return props
 
 
 def load_catalog(settings):

@@ -7,9 +7,19 @@ from pathlib import Path
 
 from infra.artifacts import bundle_dir, classpath, load_manifest
 from infra.services.base import Launch, Service, http_ok, java_launch, render
+from lineage_assets.connect.configs import REGISTRY_PASSWORD_ENV
+from lineage_assets.kafka.connection import KafkaConnection
 
 RUNTIME = "connect-runtime"
 PLUGIN_PREFIX = "connect-plugin-"
+
+
+def worker_security_lines(kafka: KafkaConnection) -> str:
+    """The cluster's security settings for the worker itself and, prefixed, for the producers, consumers and admin
+    clients it creates for connectors (Connect does not pass the worker's own settings on to them)."""
+    props = kafka.java_properties()
+    lines = [f"{prefix}{k}={v}" for prefix in ("", "producer.", "consumer.", "admin.") for k, v in props.items()]
+    return "\n".join(line.replace("\\", "\\\\") for line in lines)
 
 
 def plugin_bundles() -> tuple[str, ...]:
@@ -47,7 +57,10 @@ class KafkaConnect(Service):
             host=s.host,
             port=s.connect_port,
             plugin_path=self.plugin_path,
+            kafka_security=worker_security_lines(KafkaConnection.from_settings(s)),
         )
+        # the rendered file can hold a SASL password: readable by its owner only
+        (self.conf_path / "connect-distributed.properties").chmod(0o600)
         render("log4j2.yaml", self.conf_path / "log4j2.yaml", name=self.name)
 
     def launch(self) -> Launch:
@@ -67,6 +80,7 @@ class KafkaConnect(Service):
                 "LINEAGE_LAB_S3_ACCESS_KEY": s.s3_access_key,
                 "LINEAGE_LAB_S3_SECRET_KEY": s.s3_secret_key,
                 "LINEAGE_LAB_SOURCE_DB_PASSWORD": s.source_db_password,
+                REGISTRY_PASSWORD_ENV: s.schema_registry_user_info.partition(":")[2],
             },
         )
 

@@ -185,7 +185,7 @@ def verify_and_render(
     Raises ``MarquezError`` when Marquez cannot be read."""
     pipeline = Pipeline.from_settings(settings)
     marquez_url = marquez_url or settings.marquez_url
-    graph = from_marquez(MarquezClient(marquez_url), pipeline)
+    graph = from_marquez(MarquezClient(marquez_url, api_key=settings.marquez_api_key or None), pipeline)
     report = verify(pipeline, graph)
     box = Outbox(outbox or settings.lineage_outbox)
     counts = box.counts()

@@ -61,10 +61,10 @@ def build_connect_assets(pipeline: Pipeline, settings: StackSettings) -> list[dg
         metadata={**identity_metadata(pipeline, topic), "partitions": ORDERS_TOPIC.partitions},
     )
     def kafka_orders(kafka: KafkaResource, connect: ConnectResource) -> dg.MaterializeResult:
-        topic_outcome = ensure_topic(kafka.bootstrap_servers, ORDERS_TOPIC)
+        topic_outcome = ensure_topic(kafka.connection(), ORDERS_TOPIC)
         # before the connector registers a version: an incompatible table change is refused at the registry
         try:
-            compatibility = ensure_compatibility(kafka.schema_registry_url, ORDERS_TOPIC.name)
+            compatibility = ensure_compatibility(kafka.registry(), ORDERS_TOPIC.name)
         except RegistryError as exc:
             raise dg.Failure(str(exc)) from exc
         config = render_connector(SOURCE_CONNECTOR, settings)
@@ -93,7 +93,7 @@ def build_connect_assets(pipeline: Pipeline, settings: StackSettings) -> list[dg
     def orders_archive(
         kafka: KafkaResource, connect: ConnectResource, object_store: ObjectStoreResource
     ) -> dg.MaterializeResult:
-        ensure_topic(kafka.bootstrap_servers, DLQ_TOPIC)
+        ensure_topic(kafka.connection(), DLQ_TOPIC)
         bucket = settings.archive_bucket
         s3 = object_store.client()
         if bucket not in {b["Name"] for b in s3.list_buckets().get("Buckets", [])}:

@@ -23,10 +23,27 @@ class ConnectorConfigError(ValueError):
     """A connector file is missing, malformed, or uses a placeholder the settings do not provide."""
 
 
+#: the worker's environment variable holding the registry's password (EnvVarConfigProvider resolves it)
+REGISTRY_PASSWORD_ENV = "LINEAGE_LAB_SCHEMA_REGISTRY_PASSWORD"
+
+
+def apicurio_api(settings: StackSettings) -> str:
+    """The registry's native Apicurio API, which the connectors' Apicurio converter speaks: derived from the
+    Confluent-compatible root (``.../apis/ccompat/v7`` -> ``.../apis/registry/v2``)."""
+    ccompat = settings.schema_registry_url
+    if "/apis/ccompat/" not in ccompat:
+        raise ConnectorConfigError(
+            f"the schema registry {ccompat} is not an Apicurio registry's ccompat API (.../apis/ccompat/v7): the "
+            "connectors use Apicurio's Avro converter; point LINEAGE_LAB_EXTERNAL_SCHEMA_REGISTRY at an Apicurio "
+            "registry, or change the converter in connect/connectors/*.json"
+        )
+    return ccompat.split("/apis/ccompat/", 1)[0] + "/apis/registry/v2"
+
+
 def template_values(settings: StackSettings) -> dict[str, str]:
     return {
         "kafka_bootstrap": settings.kafka_bootstrap,
-        "registry_api": f"http://{settings.host}:{settings.schema_registry_port}/apis/registry/v2",
+        "registry_api": apicurio_api(settings),
         "db_host": settings.host,
         "db_port": str(settings.postgres_port),
         "s3_endpoint": settings.s3_endpoint,
@@ -54,7 +71,12 @@ def render_connector(name: str, settings: StackSettings, directory: Path = CONNE
         raise ConnectorConfigError(f"{path} is not valid JSON once rendered: {exc}") from exc
     if not isinstance(config, dict) or "connector.class" not in config:
         raise ConnectorConfigError(f"{path} must be a JSON object with connector.class")
-    return {k: str(v) for k, v in config.items()}
+    config = {k: str(v) for k, v in config.items()}
+    if settings.schema_registry_user_info and "value.converter.apicurio.registry.url" in config:
+        # basic auth of the converter; the password stays in the worker's environment, out of the config topic
+        config["value.converter.apicurio.auth.username"] = settings.schema_registry_user_info.split(":", 1)[0]
+        config["value.converter.apicurio.auth.password"] = f"${{env:{REGISTRY_PASSWORD_ENV}}}"
+    return config
 
 
 def config_version(config: dict[str, str]) -> str:

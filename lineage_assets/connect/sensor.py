@@ -55,7 +55,7 @@ def build_connector_sensor(
             statuses = {connector: client.status(connector) for connector in watched}
         except ConnectError as exc:
             return dg.SkipReason(str(exc))
-        builder, registered = observed_event_builder(pipeline, kafka.schema_registry_url)
+        builder, registered = observed_event_builder(pipeline, kafka.registry())
         schema_version = registered.label if registered else None
         cursor = json.loads(context.cursor) if context.cursor else {}
         now = dt.datetime.now(dt.UTC)
@@ -80,9 +80,9 @@ def build_connector_sensor(
             return "FAILED" if any(t.state == "FAILED" for t in st.tasks) else st.state
 
         try:
-            offsets = end_offsets(kafka.bootstrap_servers, ORDERS_TOPIC.name)
-            dlq = sum(end_offsets(kafka.bootstrap_servers, DLQ_TOPIC.name).values())
-            lag = consumer_lag(kafka.bootstrap_servers, ORDERS_TOPIC.name, f"connect-{SINK_CONNECTOR}")
+            offsets = end_offsets(kafka.connection(), ORDERS_TOPIC.name)
+            dlq = sum(end_offsets(kafka.connection(), DLQ_TOPIC.name).values())
+            lag = consumer_lag(kafka.connection(), ORDERS_TOPIC.name, f"connect-{SINK_CONNECTOR}")
         except KafkaUnavailable as exc:  # connector states (and their runs, already emitted) still count
             context.log.warning(str(exc))
             offsets, dlq, lag = {}, -1, None

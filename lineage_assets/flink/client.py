@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import requests
 
-from infra.services.flink import flink_cli
+from infra.services.flink import flink_cli, job_jar_archive, job_jars
 from infra.settings import StackSettings
 
 ACTIVE = ("CREATED", "INITIALIZING", "RUNNING", "RESTARTING", "RECONCILING")
@@ -101,8 +101,12 @@ class FlinkClient:
 
     def stop_with_savepoint(self, jid: str, timeout: float = 300.0) -> str:
         """Stop the job gracefully, taking a savepoint; returns the savepoint path."""
-        directory = f"file://{self.settings.data_dir / 'flink' / 'savepoints'}"
-        result = flink_cli(self.settings, "stop", "--savepointPath", directory, jid, timeout=timeout)
+        directory = self.settings.flink_savepoint_dir or (
+            "" if self.settings.external_flink else f"file://{self.settings.data_dir / 'flink' / 'savepoints'}"
+        )
+        # an external cluster without a directory here uses its own state.savepoints.dir
+        where = ["--savepointPath", directory] if directory else []
+        result = flink_cli(self.settings, "stop", *where, jid, timeout=timeout)
         found = _SAVEPOINT.search(result.stdout + result.stderr)
         if result.returncode != 0 or not found:
             raise FlinkError(f"stopping {jid} with a savepoint failed: {(result.stdout + result.stderr)[-1500:]}")
@@ -115,12 +119,25 @@ class FlinkClient:
         py_files: tuple[str, ...] = (),
         savepoint: str | None = None,
         timeout: float = 300.0,
+        env: dict[str, str] | None = None,
     ) -> str:
         """Submit a PyFlink script detached (from a savepoint if given), shipping ``py_files`` (modules the
-        script imports) to the cluster's Python workers; returns the job id Flink prints."""
+        script imports) to the cluster's Python workers, and the connector jars to a cluster other than the
+        stack's; ``env`` reaches the script's driver (secrets). Returns the job id Flink prints."""
         restore = ["-s", savepoint] if savepoint else []
         ship = ["-pyfs", ",".join(py_files)] if py_files else []
-        result = flink_cli(self.settings, "run", "-d", *restore, *ship, "-py", script, *args, timeout=timeout)
+        upload = []
+        if self.settings.external_flink:
+            if not job_jars(self.settings):
+                raise FlinkError(
+                    "the Flink connector jars are not resolved; run `lineage-lab artifacts resolve flink-jars` so "
+                    "they can be uploaded with the job"
+                )
+            # a job jar whose lib/ holds the connectors: the CLI uploads each (-D pipeline.jars would be dropped)
+            upload = ["-j", str(job_jar_archive(self.settings))]
+        result = flink_cli(
+            self.settings, "run", "-d", *upload, *restore, *ship, "-py", script, *args, timeout=timeout, env=env
+        )
         out = result.stdout + result.stderr
         marker = "Job has been submitted with JobID "
         if result.returncode != 0 or marker not in out:

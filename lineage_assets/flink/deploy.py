@@ -6,19 +6,23 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import dagster as dg
 
+from flink_jobs import connections
 from infra.settings import REPO_ROOT, StackSettings
 from lineage_assets.flink.client import FlinkClient
+from lineage_assets.kafka.connection import KafkaConnection
 from lineage_assets.kafka.topics import TopicSpec, dead_letter_capacity, ensure_topic, max_message_bytes
 from lineage_assets.lineage.events import DagsterRun
+from lineage_assets.resources import IcebergResource, KafkaResource
 
 JOBS_DIR = REPO_ROOT / "flink_jobs"
 #: modules the job scripts import, shipped to the cluster's Python workers with every submission
-SHARED_MODULES = (JOBS_DIR / "orders_codec.py", JOBS_DIR / "valid_order.py")
+SHARED_MODULES = (JOBS_DIR / "orders_codec.py", JOBS_DIR / "valid_order.py", JOBS_DIR / "connections.py")
 VERSION_PARAMETER = "lineage-lab.version"
 
 
@@ -46,12 +50,21 @@ class Unchanged:
 
 
 def check_running(
-    context: dg.AssetExecutionContext, client: FlinkClient, spec: FlinkJobSpec, version: str
+    context: dg.AssetExecutionContext, client: FlinkClient, spec: FlinkJobSpec, version: str, restore_from: str = ""
 ) -> tuple[Unchanged | None, str | None]:
-    """(the running job when it is this version, else None; the savepoint of the old version stopped for it)."""
+    """(the running job when it is this version, else None; the savepoint to start from: the old version's, stopped
+    for it, or ``restore_from`` when no job of that name runs on this cluster, e.g. a savepoint taken on another
+    cluster the job moves from)."""
     running = client.active(spec.name)
     if running is None:
-        return None, None
+        if restore_from:
+            context.log.info(f"{spec.name} does not run on {client.url}: starting it from {restore_from}")
+        return None, restore_from or None
+    if restore_from:
+        context.log.warning(
+            f"restore_from={restore_from} ignored: {spec.name} already runs on {client.url} ({running.jid}), so it "
+            "continues from its own state"
+        )
     deployed = client.user_config(running.jid).get(VERSION_PARAMETER)
     if deployed == version:
         previous = context.instance.get_latest_materialization_event(context.asset_key)
@@ -63,7 +76,7 @@ def check_running(
     return None, savepoint
 
 
-def ensure_dead_letter_topic(bootstrap: str, source_topic: str, spec: TopicSpec) -> list[str]:
+def ensure_dead_letter_topic(bootstrap: KafkaConnection | str, source_topic: str, spec: TopicSpec) -> list[str]:
     """Create (or resize) a job's dead-letter topic so that any record ``source_topic`` accepts fits in it whole with
     its reason, and return the job arguments that let the job's producer send one that large: a dead letter must
     never be what fails (and restarts) a job."""
@@ -77,7 +90,30 @@ def order_rule_args(settings: StackSettings) -> list[str]:
     return ["--max-future-s", str(settings.order_max_future_s), "--max-past-s", str(settings.order_max_past_s)]
 
 
-def submit(client: FlinkClient, spec: FlinkJobSpec, args: list[str], version: str, savepoint: str | None) -> str:
+def job_environment(kafka: KafkaResource, iceberg: IcebergResource | None = None) -> dict[str, str]:
+    """The secured clusters' client settings for the job's driver (flink_jobs/connections.py): in its environment,
+    never in its arguments, so that no password shows in a process list or a log line."""
+    env = {}
+    java = kafka.connection().java_properties()
+    if java:
+        env[connections.KAFKA_PROPERTIES] = json.dumps(java)
+    if kafka.schema_registry_user_info:
+        env[connections.REGISTRY_USER_INFO] = kafka.schema_registry_user_info
+    if iceberg is not None and iceberg.token:
+        env[connections.CATALOG_TOKEN] = iceberg.token
+    if iceberg is not None and iceberg.credential:
+        env[connections.CATALOG_CREDENTIAL] = iceberg.credential
+    return env
+
+
+def submit(
+    client: FlinkClient,
+    spec: FlinkJobSpec,
+    args: list[str],
+    version: str,
+    savepoint: str | None,
+    env: dict[str, str] | None = None,
+) -> str:
     """Submit the job (from the savepoint if any); raises FlinkError with Flink's own message on failure."""
     return client.submit_python(
         str(spec.script),
@@ -86,6 +122,7 @@ def submit(client: FlinkClient, spec: FlinkJobSpec, args: list[str], version: st
         version,
         py_files=tuple(str(p) for p in SHARED_MODULES),
         savepoint=savepoint,
+        env=env,
     )
 
 

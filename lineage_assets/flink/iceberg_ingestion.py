@@ -15,6 +15,7 @@ from lineage_assets.flink.deploy import (
     deployed_by,
     deployment_text,
     ensure_dead_letter_topic,
+    job_environment,
     order_rule_args,
     submit,
     unchanged_result,
@@ -38,6 +39,9 @@ DLQ_TOPIC = TopicSpec(DEAD_LETTER_TOPICS[JOB], partitions=1, retention_ms=28 * 2
 
 class IcebergIngestionConfig(dg.Config):
     checkpoint_interval: str = "10 s"  # Iceberg commits on checkpoints: this is the ingestion-to-queryable delay
+    #: a savepoint to start from when the job does not run on this cluster, e.g. one taken on another cluster the job
+    #: moves from (`flink stop` there); ignored while the job runs here (it keeps its own state)
+    restore_from: str = ""
 
 
 def build_iceberg_ingestion_asset(pipeline: Pipeline, settings: StackSettings) -> dg.AssetsDefinition:
@@ -67,14 +71,14 @@ def build_iceberg_ingestion_asset(pipeline: Pipeline, settings: StackSettings) -
         table, added = ensure_orders_table(iceberg.catalog(), table_name, target)
         if added:
             context.log.info(f"Iceberg table {table_name}: added declared columns {list(added)} (metadata only)")
-        dlq_args = ensure_dead_letter_topic(kafka.bootstrap_servers, pipeline.dataset("kafka_orders").name, DLQ_TOPIC)
+        dlq_args = ensure_dead_letter_topic(kafka.connection(), pipeline.dataset("kafka_orders").name, DLQ_TOPIC)
         version = SPEC.version(f"{config.checkpoint_interval}|{' '.join([*order_rule_args(settings), *dlq_args])}")
-        unchanged, savepoint = check_running(context, client, SPEC, version)
+        unchanged, savepoint = check_running(context, client, SPEC, version, config.restore_from)
         if unchanged is not None:
             return unchanged_result(unchanged)
 
         emitter = lineage.emitter()
-        builder, _ = observed_event_builder(pipeline, kafka.schema_registry_url)
+        builder, _ = observed_event_builder(pipeline, kafka.registry())
         started = dt.datetime.now(dt.UTC)
         run_id = run_id_for(JOB, started, context.run.run_id)
         dagster_run = deployed_by(context)
@@ -82,7 +86,7 @@ def build_iceberg_ingestion_asset(pipeline: Pipeline, settings: StackSettings) -
             builder.event(JOB, RunState.START, run_id, event_time=started, dagster_run=dagster_run, engine=ENGINE)
         )
         args = [
-            *("--bootstrap", kafka.bootstrap_servers, "--registry", kafka.schema_registry_url),
+            *("--bootstrap", kafka.connection().bootstrap, "--registry", kafka.schema_registry_url),
             *("--catalog-uri", iceberg.uri, "--s3-endpoint", iceberg.s3_endpoint, "--region", iceberg.region),
             *("--s3-access-key", iceberg.access_key_id, "--s3-secret-key", iceberg.secret_access_key),
             *("--table", table_name, "--dlq-topic", DLQ_TOPIC.name, "--group-id", CONSUMER_GROUP),
@@ -91,7 +95,14 @@ def build_iceberg_ingestion_asset(pipeline: Pipeline, settings: StackSettings) -
             *dlq_args,
         ]
         try:
-            jid = submit(client, SPEC, args, version, savepoint)
+            jid = submit(
+                client,
+                SPEC,
+                args,
+                version,
+                savepoint,
+                env=job_environment(kafka, iceberg),
+            )
         except FlinkError as exc:
             emitter.emit(builder.event(JOB, RunState.FAIL, run_id, dagster_run=dagster_run, engine=ENGINE, error=exc))
             raise dg.Failure(f"deploying the Flink job {JOB} failed: {exc}") from exc

@@ -46,7 +46,7 @@ def iceberg_facts(pipeline: Pipeline, target: Dataset, iceberg: IcebergResource,
 
 
 def topic_facts(pipeline: Pipeline, target: Dataset, iceberg: IcebergResource, kafka: KafkaResource) -> OutputFacts:
-    written = sum(end_offsets(kafka.bootstrap_servers, target.name).values())
+    written = sum(end_offsets(kafka.connection(), target.name).values())
     return {"output_records": written}, str(written) if written else None
 
 
@@ -59,7 +59,7 @@ TRACKED = (
 def input_lag(pipeline: Pipeline, tracked: TrackedJob, kafka: KafkaResource) -> int | None:
     """Records of the job's input topic its consumer group has not committed (None: no offsets committed yet)."""
     (source,) = pipeline.job(tracked.name).inputs
-    return consumer_lag(kafka.bootstrap_servers, pipeline.dataset(source).name, tracked.consumer_group)
+    return consumer_lag(kafka.connection(), pipeline.dataset(source).name, tracked.consumer_group)
 
 
 def build_flink_job_sensor(pipeline: Pipeline, settings: StackSettings) -> dg.SensorDefinition:
@@ -79,7 +79,7 @@ def build_flink_job_sensor(pipeline: Pipeline, settings: StackSettings) -> dg.Se
     ) -> dg.SensorResult | dg.SkipReason:
         cursor = json.loads(context.cursor) if context.cursor else {}
         client = FlinkClient(settings)
-        builder, registered = observed_event_builder(pipeline, kafka.schema_registry_url)
+        builder, registered = observed_event_builder(pipeline, kafka.registry())
         events: list = []
         skipped = []
         for tracked in TRACKED:

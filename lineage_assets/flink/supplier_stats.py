@@ -21,6 +21,7 @@ from lineage_assets.flink.deploy import (
     deployed_by,
     deployment_text,
     ensure_dead_letter_topic,
+    job_environment,
     order_rule_args,
     submit,
     unchanged_result,
@@ -45,6 +46,9 @@ CONSUMER_GROUP = "supplier-stats"
 
 class SupplierStatsConfig(dg.Config):
     checkpoint_interval_ms: int = 10_000  # output is transactional: windows become readable at each checkpoint
+    #: a savepoint to start from when the job does not run on this cluster, e.g. one taken on another cluster the job
+    #: moves from (`flink stop` there); ignored while the job runs here (it keeps its own state)
+    restore_from: str = ""
 
 
 def build_supplier_stats_stream_asset(pipeline: Pipeline, settings: StackSettings) -> dg.AssetsDefinition:
@@ -71,32 +75,32 @@ def build_supplier_stats_stream_asset(pipeline: Pipeline, settings: StackSetting
         kafka: KafkaResource,
         lineage: LineageResource,
     ) -> dg.MaterializeResult:
-        partitions = len(end_offsets(kafka.bootstrap_servers, source_topic))
+        partitions = len(end_offsets(kafka.connection(), source_topic))
         if partitions == 0:
             raise dg.Failure(
-                f"topic {source_topic!r} does not exist at {kafka.bootstrap_servers}: materialize "
+                f"topic {source_topic!r} does not exist at {kafka.connection().bootstrap}: materialize "
                 f"{asset_key(pipeline.dataset(source_key)).to_user_string()} first"
             )
-        ensure_topic(kafka.bootstrap_servers, output_topic)
-        dlq_args = ensure_dead_letter_topic(kafka.bootstrap_servers, source_topic, DLQ_TOPIC)
+        ensure_topic(kafka.connection(), output_topic)
+        dlq_args = ensure_dead_letter_topic(kafka.connection(), source_topic, DLQ_TOPIC)
         try:
-            compatibility = ensure_compatibility(kafka.schema_registry_url, output_topic.name)
+            compatibility = ensure_compatibility(kafka.registry(), output_topic.name)
         except RegistryError as exc:
             raise dg.Failure(str(exc)) from exc
         client = FlinkClient(settings)
         settings_text = " ".join([*order_rule_args(settings), *dlq_args])
         version = SPEC.version(f"{config.checkpoint_interval_ms}|{partitions}|{settings_text}")
-        unchanged, savepoint = check_running(context, client, SPEC, version)
+        unchanged, savepoint = check_running(context, client, SPEC, version, config.restore_from)
         if unchanged is not None:
             return unchanged_result(unchanged)
 
         emitter = lineage.emitter()
-        builder, _ = observed_event_builder(pipeline, kafka.schema_registry_url)
+        builder, _ = observed_event_builder(pipeline, kafka.registry())
         dagster_run = deployed_by(context)
         listener = ListenerLog(openlineage_events_file(settings))
         mark = listener.mark()
         args = [
-            *("--bootstrap", kafka.bootstrap_servers, "--registry", kafka.schema_registry_url),
+            *("--bootstrap", kafka.connection().bootstrap, "--registry", kafka.schema_registry_url),
             *("--source-topic", source_topic, "--source-parallelism", str(partitions)),
             *("--sink-topic", output_topic.name, "--dlq-topic", DLQ_TOPIC.name, "--group-id", CONSUMER_GROUP),
             *("--checkpoint-interval-ms", str(config.checkpoint_interval_ms)),
@@ -104,7 +108,14 @@ def build_supplier_stats_stream_asset(pipeline: Pipeline, settings: StackSetting
             *dlq_args,
         ]
         try:
-            jid = submit(client, SPEC, args, version, savepoint)
+            jid = submit(
+                client,
+                SPEC,
+                args,
+                version,
+                savepoint,
+                env=job_environment(kafka),
+            )
         except FlinkError as exc:
             run_id = run_id_for(JOB, dt.datetime.now(dt.UTC), context.run.run_id)
             emitter.emit(builder.event(JOB, RunState.FAIL, run_id, dagster_run=dagster_run, engine=ENGINE, error=exc))

@@ -18,7 +18,8 @@ import dagster as dg
 from confluent_kafka import Consumer, TopicPartition
 
 from infra.settings import StackSettings
-from lineage_assets.kafka.topics import KafkaUnavailable, end_offsets
+from lineage_assets.kafka.connection import KafkaConnection
+from lineage_assets.kafka.topics import Kafka, KafkaUnavailable, end_offsets
 from lineage_assets.lineage.identity import DEAD_LETTER_TOPICS, Pipeline
 from lineage_assets.metadata import asset_key
 from lineage_assets.resources import KafkaResource
@@ -49,7 +50,7 @@ def record_reason(value: bytes | None, headers: list[tuple[str, bytes]] | None) 
         return "no reason given (not a JSON letter)"
 
 
-def read_since(bootstrap: str, topic: str, start: dict[int, int], timeout: float = 20.0) -> tuple[Counter, dict]:
+def read_since(bootstrap: Kafka, topic: str, start: dict[int, int], timeout: float = 20.0) -> tuple[Counter, dict]:
     """Reasons (by kind) of the committed records of ``topic`` after ``start`` (partition -> offset), and where to
     start next time (partition -> offset)."""
     ends = end_offsets(bootstrap, topic)
@@ -58,12 +59,13 @@ def read_since(bootstrap: str, topic: str, start: dict[int, int], timeout: float
     if all(position[p] >= end for p, end in ends.items()):
         return kinds, position
     consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "lineage-lab-dead-letter-observer",
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-        }
+        KafkaConnection.of(bootstrap).client_config(
+            **{
+                "group.id": "lineage-lab-dead-letter-observer",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+            }
+        )
     )
     try:
         consumer.assign([TopicPartition(topic, p, o) for p, o in position.items() if o < ends[p]])
@@ -108,13 +110,13 @@ def build_dead_letter_sensor(pipeline: Pipeline, name: str = "dead_letter_sensor
             (source_key,) = pipeline.job(job).inputs
             source = pipeline.dataset(source_key).name
             seen = cursor.get(job)
-            source_now = sum(end_offsets(kafka.bootstrap_servers, source).values())
+            source_now = sum(end_offsets(kafka.connection(), source).values())
             if seen is None:  # first look: count from here on
-                _, start = read_since(kafka.bootstrap_servers, ds.name, {})
+                _, start = read_since(kafka.connection(), ds.name, {})
                 cursor[job] = {"offsets": {str(p): o for p, o in start.items()}, "source": source_now}
                 continue
             start = {int(p): o for p, o in seen["offsets"].items()}
-            kinds, nxt = read_since(kafka.bootstrap_servers, ds.name, start)
+            kinds, nxt = read_since(kafka.connection(), ds.name, start)
             cursor[job] = {"offsets": {str(p): o for p, o in nxt.items()}, "source": source_now}
             new = sum(kinds.values())
             source_new = max(source_now - seen["source"], 0)

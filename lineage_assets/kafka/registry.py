@@ -58,29 +58,59 @@ def avro_columns(schema_str: str) -> tuple[Column, ...]:
     return tuple(columns)
 
 
-def latest_schema(url: str, topic: str) -> RegisteredSchema | None:
+@dataclass(frozen=True)
+class Registry:
+    """The schema registry's Confluent-compatible API root, and its basic-auth credentials when it has them."""
+
+    url: str
+    user_info: str = ""  # "user:password"
+
+    @classmethod
+    def of(cls, value: Registry | str) -> Registry:
+        return value if isinstance(value, Registry) else cls(value)
+
+    def __str__(self) -> str:
+        return self.url
+
+    def client(self) -> SchemaRegistryClient:
+        conf: dict[str, object] = {"url": self.url, "timeout": 10}
+        if self.user_info:
+            conf["basic.auth.user.info"] = self.user_info
+        return SchemaRegistryClient(conf)
+
+
+def latest_schema(url: Registry | str, topic: str) -> RegisteredSchema | None:
     """The topic's latest registered value schema; None when the subject is not registered or the registry does
     not answer (callers then report what they know without it)."""
     subject = subject_of(topic)
     try:
-        latest = SchemaRegistryClient({"url": url, "timeout": 10}).get_latest_version(subject)
-    except (SchemaRegistryError, OSError):
+        latest = Registry.of(url).client().get_latest_version(subject)
+    except SchemaRegistryError as exc:
+        if exc.http_status_code in (401, 403):  # not "unregistered": the deployment's credentials are wrong
+            raise RegistryError(
+                f"the schema registry at {url} refused the credentials (HTTP {exc.http_status_code}): set "
+                "LINEAGE_LAB_SCHEMA_REGISTRY_USER_INFO (or the kafka resource's schema_registry_user_info) to "
+                "user:password it accepts"
+            ) from exc
+        return None
+    except OSError:
         return None
     return RegisteredSchema(subject, latest.schema_id, latest.version, avro_columns(latest.schema.schema_str))
 
 
-def ensure_compatibility(url: str, topic: str, level: str = SUBJECT_COMPATIBILITY) -> str:
+def ensure_compatibility(url: Registry | str, topic: str, level: str = SUBJECT_COMPATIBILITY) -> str:
     """Set the value subject's own compatibility rule (also before its first version is registered); returns the
     rule the registry now holds for it."""
     subject = subject_of(topic)
-    client = SchemaRegistryClient({"url": url, "timeout": 10})
+    client = Registry.of(url).client()
     try:
         client.set_compatibility(subject_name=subject, level=level)
         held = client.get_compatibility(subject_name=subject)
     except (SchemaRegistryError, OSError) as exc:
         raise RegistryError(
             f"setting compatibility {level} on subject {subject} at {url} failed ({exc}): is the registry up "
-            "(`lineage-lab stack status`), and is LINEAGE_LAB_SCHEMA_REGISTRY_PORT its port?"
+            "(`lineage-lab stack status`), is LINEAGE_LAB_SCHEMA_REGISTRY_PORT (or ..._EXTERNAL_SCHEMA_REGISTRY) "
+            "right, and LINEAGE_LAB_SCHEMA_REGISTRY_USER_INFO set when it needs credentials?"
         ) from exc
     if held != level:
         raise RegistryError(f"the registry at {url} holds {held} for subject {subject} after setting {level}")

@@ -16,6 +16,11 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from lineage_assets.kafka.connection import KafkaConnection
+
+#: a cluster: its bootstrap servers alone (the embedded broker) or with its security settings
+Kafka = KafkaConnection | str
+
 
 class TopicError(RuntimeError):
     """A topic cannot be created or brought to its declared shape."""
@@ -24,10 +29,11 @@ class TopicError(RuntimeError):
 class KafkaUnavailable(RuntimeError):
     """The broker did not answer; the message names it and says what to check."""
 
-    def __init__(self, bootstrap: str, timeout: float, cause: Exception) -> None:
+    def __init__(self, bootstrap: Kafka, timeout: float, cause: Exception) -> None:
         super().__init__(
             f"Kafka at {bootstrap} did not answer within {timeout:.0f} s ({cause}): is the broker up "
-            "(`lineage-lab stack status`), or is LINEAGE_LAB_KAFKA_PORT pointing elsewhere?"
+            "(`lineage-lab stack status`), are LINEAGE_LAB_EXTERNAL_KAFKA / LINEAGE_LAB_KAFKA_PORT right, and do "
+            "LINEAGE_LAB_KAFKA_SECURITY_PROTOCOL and the SASL/TLS settings match the broker's listener?"
         )
 
 
@@ -48,11 +54,13 @@ class TopicSpec:
         return configs
 
 
-def _admin(bootstrap: str) -> AdminClient:
-    return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 10000})
+def _admin(bootstrap: Kafka) -> AdminClient:
+    return AdminClient(KafkaConnection.of(bootstrap).client_config(**{"socket.timeout.ms": 10000}))
 
 
-def ensure_topic(bootstrap: str, spec: TopicSpec, timeout: float = 30.0) -> Literal["created", "updated", "unchanged"]:
+def ensure_topic(
+    bootstrap: Kafka, spec: TopicSpec, timeout: float = 30.0
+) -> Literal["created", "updated", "unchanged"]:
     """Create the topic, or bring its retention/cleanup config to the spec. More partitions than declared is an
     error (Kafka cannot shrink a topic); fewer are added."""
     admin = _admin(bootstrap)
@@ -91,7 +99,7 @@ def ensure_topic(bootstrap: str, spec: TopicSpec, timeout: float = 30.0) -> Lite
     return "updated" if changed else "unchanged"
 
 
-def max_message_bytes(bootstrap: str, topic: str, timeout: float = 10.0) -> int:
+def max_message_bytes(bootstrap: Kafka, topic: str, timeout: float = 10.0) -> int:
     """The largest record batch ``topic`` accepts now (its own setting, else the broker's default)."""
     admin = _admin(bootstrap)
     resource = ConfigResource(ResourceType.TOPIC, topic)
@@ -108,10 +116,10 @@ def dead_letter_capacity(source_max_bytes: int) -> int:
     return source_max_bytes * 4 // 3 + 64 * 1024
 
 
-def end_offsets(bootstrap: str, topic: str, timeout: float = 10.0) -> dict[int, int]:
+def end_offsets(bootstrap: Kafka, topic: str, timeout: float = 10.0) -> dict[int, int]:
     """Partition -> high watermark (records ever written, for a topic never compacted or truncated)."""
     consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "lineage-lab-observer", "enable.auto.commit": False}
+        KafkaConnection.of(bootstrap).client_config(**{"group.id": "lineage-lab-observer", "enable.auto.commit": False})
     )
     try:
         metadata = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
@@ -127,13 +135,13 @@ def end_offsets(bootstrap: str, topic: str, timeout: float = 10.0) -> dict[int, 
         consumer.close()
 
 
-def consumer_lag(bootstrap: str, topic: str, group: str, timeout: float = 10.0) -> int | None:
+def consumer_lag(bootstrap: Kafka, topic: str, group: str, timeout: float = 10.0) -> int | None:
     """Records of ``topic`` the consumer group has not committed yet; None when the group has no offsets (0 when
     the topic has never held a record: there is nothing to consume)."""
     ends = end_offsets(bootstrap, topic, timeout)
     if not ends:
         return None
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    consumer = Consumer(KafkaConnection.of(bootstrap).client_config(**{"group.id": group, "enable.auto.commit": False}))
     try:
         committed = consumer.committed([TopicPartition(topic, p) for p in ends], timeout=timeout)
     except KafkaException as exc:

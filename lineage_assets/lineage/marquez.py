@@ -32,10 +32,16 @@ class MarquezClient:
         except requests.RequestException as exc:
             raise MarquezError(
                 f"Marquez is not reachable at {self.url} ({exc.__class__.__name__}): start it with "
-                "`lineage-lab stack up marquez`, or set LINEAGE_LAB_MARQUEZ_PORT to where it runs"
+                "`lineage-lab stack up marquez`, or set LINEAGE_LAB_MARQUEZ_PORT (LINEAGE_LAB_EXTERNAL_MARQUEZ for "
+                "an external one) to where it runs"
             ) from exc
         if resp.status_code == 404:
             return None
+        if resp.status_code in (401, 403):
+            raise MarquezError(
+                f"Marquez at {self.url} refused the credentials (HTTP {resp.status_code} to GET {url}): set "
+                "LINEAGE_LAB_MARQUEZ_API_KEY (or the lineage resource's api_key) to a key it accepts"
+            )
         if resp.status_code >= 300:
             raise MarquezError(f"Marquez answered HTTP {resp.status_code} to GET {url}: {resp.text[:300]}")
         return resp.json()

@@ -5,12 +5,14 @@ a new dataset version in Marquez when the source gains an optional column, and e
 
 from __future__ import annotations
 
-from lineage_assets.kafka.registry import RegisteredSchema, latest_schema
+from lineage_assets.kafka.registry import RegisteredSchema, Registry, latest_schema
 from lineage_assets.lineage.events import EventBuilder
 from lineage_assets.lineage.identity import Pipeline
 
 
-def observed_event_builder(pipeline: Pipeline, registry_url: str) -> tuple[EventBuilder, RegisteredSchema | None]:
+def observed_event_builder(
+    pipeline: Pipeline, registry_url: Registry | str
+) -> tuple[EventBuilder, RegisteredSchema | None]:
     """(the builder, the orders topic's latest value schema or None when unregistered or unreachable)."""
     registered = latest_schema(registry_url, pipeline.dataset("kafka_orders").name)  # a topic's dataset name
     return EventBuilder(pipeline, pipeline.observed_columns(registered.columns if registered else None)), registered

@@ -10,7 +10,8 @@ lineage backend's ``/api/v1/lineage`` endpoint:
 - once per (runId, eventType, eventTime): duplicates are dropped when enqueued;
 - never a START/RUNNING/OTHER after the run's terminal event (the backend would re-open the run): such late
   events are kept as ``superseded`` and not sent;
-- a 4xx answer dead-letters the event with the backend's reason.
+- a 4xx answer dead-letters the event with the backend's reason, except 401/403: refused credentials keep
+  every event queued (with the reason) until the API key is fixed.
 
 Several processes (Dagster's daemon, run workers, Flink job clients) share one outbox file; a drainer leases the
 event it sends, so two drainers never send the same event concurrently.
@@ -248,19 +249,27 @@ class Outbox:
         return [DeadLetter(*row) for row in rows]
 
     def pending_errors(self) -> list[tuple[str, int, str]]:
-        """(job, attempts, last error) of queued events that failed at least once."""
+        """(job, attempts, last error) of queued events that failed at least once (also while the backend was
+        unreachable or refused the credentials: those are not counted as attempts)."""
         with self._db() as db:
             return db.execute(
-                "SELECT job, attempts, last_error FROM events WHERE state = 'queued' AND attempts > 0 ORDER BY seq"
+                "SELECT job, attempts, last_error FROM events WHERE state = 'queued' "
+                "AND (attempts > 0 OR last_error IS NOT NULL) ORDER BY seq"
             ).fetchall()
 
 
 class Drainer:
     """Sends an outbox's events to ``{url}/api/v1/lineage`` from a background thread."""
 
-    def __init__(self, outbox: Outbox, url: str, timeout: float = 5.0, workers: int = 4) -> None:
+    def __init__(
+        self, outbox: Outbox, url: str, timeout: float = 5.0, workers: int = 4, api_key: str | None = None
+    ) -> None:
         self.outbox = outbox
         self.endpoint = url.rstrip("/") + "/api/v1/lineage"
+        # the way OpenLineage's HTTP transport authenticates (ApiKeyTokenProvider): a bearer token
+        self.headers = {"Content-Type": "application/json"}
+        if api_key:
+            self.headers["Authorization"] = f"Bearer {api_key}"
         self.timeout = timeout
         self.workers = max(1, workers)
         self.owner = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -350,14 +359,18 @@ class Drainer:
         if session is None:
             session = self._sessions.session = requests.Session()
         try:
-            resp = session.post(
-                self.endpoint, data=payload, headers={"Content-Type": "application/json"}, timeout=self.timeout
-            )
+            resp = session.post(self.endpoint, data=payload, headers=self.headers, timeout=self.timeout)
         except requests.RequestException as exc:
             return f"unreachable:{self.endpoint} unreachable: {exc.__class__.__name__}: {exc}"
         if 200 <= resp.status_code < 300:
             return None
         reason = f"HTTP {resp.status_code}: {resp.text[:1000]}"
+        if resp.status_code in (401, 403):
+            # the backend refuses our credentials, not the event: keep every event until they are fixed
+            return (
+                f"unreachable:{self.endpoint} refused the credentials ({reason}): set LINEAGE_LAB_MARQUEZ_API_KEY "
+                "(or the lineage resource's api_key) to a key it accepts; the events stay queued"
+            )
         if 400 <= resp.status_code < 500 and resp.status_code not in (408, 429):
             return "reject:" + reason
         return reason
@@ -382,9 +395,17 @@ class LineageEmitter:
     this process instead, for a producer that runs without that service.
     """
 
-    def __init__(self, outbox_path: Path, url: str, *, drain_in_background: bool = False, workers: int = 4) -> None:
+    def __init__(
+        self,
+        outbox_path: Path,
+        url: str,
+        *,
+        drain_in_background: bool = False,
+        workers: int = 4,
+        api_key: str | None = None,
+    ) -> None:
         self.outbox = Outbox(outbox_path)
-        self.drainer = Drainer(self.outbox, url, workers=workers)
+        self.drainer = Drainer(self.outbox, url, workers=workers, api_key=api_key)
         if drain_in_background:
             self.drainer.start()
 

@@ -15,10 +15,17 @@ from dagster_pyspark import PySparkResource
 from dagster_pyspark.resources import spark_session_from_config
 from pydantic import PrivateAttr
 
+from infra.spark import secret_conf
+
 
 class LineageSparkResource(PySparkResource):
-    #: static configuration: catalog, S3FileIO, listener jars (infra.spark.spark_conf)
+    #: static configuration: catalog, S3FileIO, listener jars (infra.spark.spark_conf without secrets)
     spark_config: dict[str, Any]
+    #: secrets, kept out of spark_config so that they can come from the environment (EnvVar) and stay hidden
+    s3_access_key: str = ""
+    s3_secret_key: str = ""
+    catalog_token: str = ""
+    catalog_credential: str = ""
     #: process environment the driver JVM needs (AWS SDK)
     environment: dict[str, str]
     openlineage_namespace: str
@@ -43,6 +50,7 @@ class LineageSparkResource(PySparkResource):
             active.stop()
         conf = {
             **self.spark_config,
+            **secret_conf(self.s3_access_key, self.s3_secret_key, self.catalog_token, self.catalog_credential),
             "spark.app.name": self.app_name,
             "spark.extraListeners": "io.openlineage.spark.agent.OpenLineageSparkListener",
             "spark.openlineage.namespace": self.openlineage_namespace,

@@ -35,3 +35,25 @@ def test_settings_travel_to_child_processes_as_environment():
 
     custom = dataclasses.replace(StackSettings(), home=Path("/tmp/elsewhere"), marquez_port=15000)
     assert StackSettings.from_env(custom.as_env()) == custom
+
+
+def test_external_endpoints_replace_the_embedded_ones_and_are_listed():
+    s = StackSettings.from_env(
+        {
+            "LINEAGE_LAB_EXTERNAL_KAFKA": "broker-1.prod:9093,broker-2.prod:9093",
+            "LINEAGE_LAB_EXTERNAL_MARQUEZ": "https://marquez.prod/",
+            "LINEAGE_LAB_EXTERNAL_FLINK": "http://jobmanager.prod:8081",
+        }
+    )
+    assert s.kafka_bootstrap == "broker-1.prod:9093,broker-2.prod:9093"
+    assert s.marquez_url == "https://marquez.prod"
+    assert s.flink_rest_url == "http://jobmanager.prod:8081"
+    assert s.schema_registry_url == "http://127.0.0.1:8085/apis/ccompat/v7", "the others stay embedded"
+    assert s.external() == {
+        "kafka": "broker-1.prod:9093,broker-2.prod:9093",
+        "flink-jobmanager": "http://jobmanager.prod:8081",
+        "flink-taskmanager": "http://jobmanager.prod:8081",
+        "marquez": "https://marquez.prod/",
+        "marquez-web": "(none: Marquez is external)",
+    }
+    assert StackSettings().external() == {}

@@ -88,3 +88,17 @@ def test_stale_pid_file_is_not_trusted(home):
     svc.pid_path.write_text('{"pid": 1, "start_time": "0"}')
     assert supervisor.read_pid(svc) is None
     assert supervisor.stop(svc) == "not running"
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "address"),
+    [
+        ("broker-1:9093,broker-2:9093", ("broker-1", 9093)),
+        ("https://marquez.prod", ("marquez.prod", 443)),
+        ("http://registry:8081/apis/ccompat/v7", ("registry", 8081)),
+        ("not a url", None),
+        ("http://host:port", None),
+    ],
+)
+def test_external_endpoints_are_probed_at_their_first_address(endpoint, address):
+    assert supervisor.endpoint_address(endpoint) == address

@@ -106,3 +106,21 @@ def test_optional_columns_are_reported_only_once_the_topic_has_them(pipeline):
     assert "currency" in [c.name for c in after["source_orders"]]
     assert "coupon" not in [c.name for c in after["archive_orders"]], "declared columns only"
     assert "currency" in [c.name for c in pipeline.dataset("iceberg_orders").columns], "the table carries it"
+
+
+def test_namespaces_follow_external_endpoints():
+    from infra.settings import StackSettings
+    from lineage_assets.lineage.identity import Pipeline
+
+    s = StackSettings.from_env(
+        {
+            "LINEAGE_LAB_EXTERNAL_KAFKA": "broker-1.prod:9093,broker-2.prod:9093",
+            "LINEAGE_LAB_EXTERNAL_ICEBERG_CATALOG": "https://catalog.prod:8443/",
+            "LINEAGE_LAB_WAREHOUSE_BUCKET": "lake",
+        }
+    )
+    p = Pipeline.from_settings(s)
+    assert p.dataset("kafka_orders").namespace == "kafka://broker-1.prod:9093"
+    assert p.dataset("kafka_supplier_stats").namespace == "kafka://broker-1.prod:9093"
+    assert p.dataset("iceberg_orders").namespace == "s3://lake"
+    assert p.dataset("iceberg_orders").symlinks[0].namespace == "https://catalog.prod:8443"

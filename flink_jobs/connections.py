@@ -1,0 +1,66 @@
+"""Client settings of the clusters the jobs talk to, handed to the job's driver in its environment so that secrets
+(SASL passwords, registry credentials, catalog tokens) never appear on a command line.
+
+The deploying asset (lineage_assets/flink/deploy.py ``job_environment``) sets these variables for the ``flink run``
+process only; the driver turns them into connector options and into arguments of the Python functions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+KAFKA_PROPERTIES = "LINEAGE_LAB_JOB_KAFKA_PROPERTIES"  # JSON object of Java Kafka client properties
+REGISTRY_USER_INFO = "LINEAGE_LAB_JOB_REGISTRY_USER_INFO"  # "user:password" for the registry's basic auth
+CATALOG_TOKEN = "LINEAGE_LAB_JOB_ICEBERG_CATALOG_TOKEN"  # bearer token of the Iceberg REST catalog
+CATALOG_CREDENTIAL = "LINEAGE_LAB_JOB_ICEBERG_CATALOG_CREDENTIAL"  # "client_id:secret" for the catalog's OAuth2
+
+
+def sql_string(value: str) -> str:
+    """A SQL string literal (single quotes doubled)."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def sql_options(options: dict[str, str]) -> str:
+    """Extra ``'key' = 'value'`` lines for a WITH clause, each with a leading comma (empty for none)."""
+    return "".join(f",\n            {sql_string(k)} = {sql_string(v)}" for k, v in options.items())
+
+
+def kafka_properties(environ: dict[str, str] | None = None) -> dict[str, str]:
+    raw = (os.environ if environ is None else environ).get(KAFKA_PROPERTIES, "")
+    if not raw:
+        return {}
+    props = json.loads(raw)
+    if not isinstance(props, dict):
+        raise ValueError(f"{KAFKA_PROPERTIES} must be a JSON object of Kafka client properties")
+    return {str(k): str(v) for k, v in props.items()}
+
+
+def kafka_sql_options(environ: dict[str, str] | None = None) -> str:
+    """The Kafka client properties as options of a Kafka table (``properties.`` prefix)."""
+    return sql_options({f"properties.{k}": v for k, v in kafka_properties(environ).items()})
+
+
+def registry_user_info(environ: dict[str, str] | None = None) -> str:
+    return (os.environ if environ is None else environ).get(REGISTRY_USER_INFO, "")
+
+
+def registry_sql_options(format_prefix: str, environ: dict[str, str] | None = None) -> str:
+    """Basic-auth options of Flink's avro-confluent format (``format_prefix`` e.g. ``value.avro-confluent``)."""
+    info = registry_user_info(environ)
+    if not info:
+        return ""
+    return sql_options(
+        {f"{format_prefix}.basic-auth.credentials-source": "USER_INFO", f"{format_prefix}.basic-auth.user-info": info}
+    )
+
+
+def catalog_sql_options(environ: dict[str, str] | None = None) -> str:
+    """Credentials of the Iceberg REST catalog (Iceberg's ``token`` / ``credential`` catalog properties)."""
+    env = os.environ if environ is None else environ
+    options = {}
+    if env.get(CATALOG_TOKEN):
+        options["token"] = env[CATALOG_TOKEN]
+    if env.get(CATALOG_CREDENTIAL):
+        options["credential"] = env[CATALOG_CREDENTIAL]
+    return sql_options(options)

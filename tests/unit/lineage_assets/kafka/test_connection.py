@@ -1,0 +1,50 @@
+import pytest
+
+from infra.settings import StackSettings
+from lineage_assets.kafka.connection import KafkaConfigError, KafkaConnection
+
+
+def test_the_embedded_broker_needs_no_security_settings():
+    conn = KafkaConnection.from_settings(StackSettings())
+    assert conn.client_config() == {"bootstrap.servers": "127.0.0.1:9092"}
+    assert conn.java_properties() == {}
+    assert conn.job_args() == ["--bootstrap", "127.0.0.1:9092"]
+
+
+def test_sasl_ssl_in_librdkafka_and_java_names():
+    conn = KafkaConnection(
+        "b1:9093,b2:9093", "sasl_ssl", "SCRAM-SHA-512", "svc", 'pa"ss\\word', ssl_ca_location="/etc/ca.pem"
+    ).validated()
+    assert conn.client_config(**{"group.id": "g"}) == {
+        "bootstrap.servers": "b1:9093,b2:9093",
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "svc",
+        "sasl.password": 'pa"ss\\word',
+        "ssl.ca.location": "/etc/ca.pem",
+        "group.id": "g",
+    }
+    java = conn.java_properties()
+    assert java["security.protocol"] == "SASL_SSL" and java["sasl.mechanism"] == "SCRAM-SHA-512"
+    # JAAS quoting: a quote or backslash in the password cannot end the value early
+    assert java["sasl.jaas.config"] == (
+        'org.apache.kafka.common.security.scram.ScramLoginModule required username="svc" password="pa\\"ss\\\\word";'
+    )
+    assert java["ssl.truststore.type"] == "PEM" and java["ssl.truststore.location"] == "/etc/ca.pem"
+
+
+@pytest.mark.parametrize(
+    ("conn", "says"),
+    [
+        (KafkaConnection("b:9092", "SASL_SSL"), "LINEAGE_LAB_KAFKA_SASL_MECHANISM"),
+        (KafkaConnection("b:9092", "SASL_SSL", "PLAIN", "user"), "LINEAGE_LAB_KAFKA_SASL_PASSWORD"),
+        (KafkaConnection("b:9092", "TLS"), "LINEAGE_LAB_KAFKA_SECURITY_PROTOCOL='TLS'"),
+        (KafkaConnection("b:9092", "", "PLAIN", "u", "p"), "SASL credentials are set"),
+        (KafkaConnection("b:9092", "SASL_PLAINTEXT", "GSSAPI", "u", "p"), "PLAIN, SCRAM-SHA-256"),
+        (KafkaConnection("b:9092", "PLAINTEXT", ssl_ca_location="/ca.pem"), "use SSL or SASL_SSL"),
+        (KafkaConnection(" "), "LINEAGE_LAB_EXTERNAL_KAFKA"),
+    ],
+)
+def test_contradicting_settings_name_the_variable_to_fix(conn, says):
+    with pytest.raises(KafkaConfigError, match=says.replace("(", r"\(")):
+        conn.validated()
