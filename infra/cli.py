@@ -25,6 +25,9 @@ def _stack(args: argparse.Namespace, settings: StackSettings) -> int:
     services = build_stack(settings)
     external = settings.external()
     if args.action == "up":
+        from lineage_assets.kafka.connection import KafkaConnection
+
+        KafkaConnection.from_settings(settings)  # contradicting Kafka security settings fail before anything starts
         chosen = select(services, args.services)
         for svc in [s for s in chosen if s.name in external]:
             state = "reachable" if supervisor.reachable(external[svc.name]) else "NOT reachable"

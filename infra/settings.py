@@ -141,7 +141,32 @@ class StackSettings:
                 values[f.name] = Path(raw).expanduser().resolve()
             else:
                 values[f.name] = raw
-        return cls(**values)  # type: ignore[arg-type]
+        settings = cls(**values)  # type: ignore[arg-type]
+        settings.check_external()
+        return settings
+
+    def check_external(self) -> None:
+        """External endpoints must be usable as given: http(s) URLs, and host:port pairs for Kafka."""
+        from urllib.parse import urlsplit
+
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if not f.name.startswith("external_") or not value:
+                continue
+            variable = ENV_PREFIX + f.name.upper()
+            if f.name == "external_kafka":
+                for server in value.split(","):
+                    host, _, port = server.strip().rpartition(":")
+                    if not host or not port.isdigit():
+                        raise SettingsError(f"{variable}={value!r}: {server.strip()!r} is not host:port")
+                continue
+            url = urlsplit(value)
+            try:
+                url.port  # noqa: B018 - raises ValueError for a port that is not a number
+            except ValueError:
+                url = urlsplit("")
+            if url.scheme not in ("http", "https") or not url.hostname:
+                raise SettingsError(f"{variable}={value!r} is not an http(s) URL, e.g. https://host:port")
 
     def as_env(self) -> dict[str, str]:
         """These settings as LINEAGE_LAB_* variables, for child processes that run lineage-lab code themselves

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from infra.settings import SettingsError
+
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_LOGIN_MODULES = {
     "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
@@ -17,7 +19,7 @@ SASL_LOGIN_MODULES = {
 }
 
 
-class KafkaConfigError(ValueError):
+class KafkaConfigError(SettingsError):
     """The Kafka security settings contradict each other; the message says which variable to fix."""
 
 

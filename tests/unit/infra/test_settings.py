@@ -57,3 +57,16 @@ def test_external_endpoints_replace_the_embedded_ones_and_are_listed():
         "marquez-web": "(none: Marquez is external)",
     }
     assert StackSettings().external() == {}
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "says"),
+    [
+        ("LINEAGE_LAB_EXTERNAL_MARQUEZ", "marquez:5000", "not an http"),
+        ("LINEAGE_LAB_EXTERNAL_FLINK", "http://jobmanager:rest", "not an http"),
+        ("LINEAGE_LAB_EXTERNAL_KAFKA", "broker-1:9093,broker-2", "'broker-2' is not host:port"),
+    ],
+)
+def test_an_unusable_external_endpoint_names_the_variable(variable, value, says):
+    with pytest.raises(SettingsError, match=f"{variable}=.*{says}"):
+        StackSettings.from_env({variable: value})
