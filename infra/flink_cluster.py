@@ -10,17 +10,15 @@ included), stopped by signalling the group.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
-import subprocess
 import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from infra.foreground import ForegroundProcesses
 from infra.services.base import port_open
 from infra.services.flink import FlinkLayout, assemble, connector_jars, pyflink_dir
 from infra.settings import StackSettings
@@ -44,7 +42,7 @@ class FlinkSessionCluster:
     metaspace_mb: int = 384
     #: configure the OpenLineage listener (its jar linked into lib/), events to work_dir/openlineage.jsonl
     openlineage: bool = False
-    _procs: list[subprocess.Popen] = field(default_factory=list)
+    _daemons: ForegroundProcesses = field(default_factory=ForegroundProcesses)
 
     @property
     def rest_url(self) -> str:
@@ -81,15 +79,8 @@ class FlinkSessionCluster:
     def _launch(self, name: str, script: str, layout: FlinkLayout) -> None:
         # the jobs' S3 clients (Iceberg's S3FileIO) read the object store's region and checksum mode from here
         env = {**os.environ, **layout.env(), **self.settings.aws_sdk_env()}
-        log = (self.work_dir / f"{name}.log").open("ab")
-        self._procs.append(
-            subprocess.Popen(
-                [str(layout.home / "bin" / script), "start-foreground"],
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        self._daemons.launch(
+            [str(layout.home / "bin" / script), "start-foreground"], env, self.work_dir / f"{name}.log"
         )
 
     def start(self, timeout: float = 180.0) -> FlinkSessionCluster:
@@ -103,7 +94,7 @@ class FlinkSessionCluster:
         self._launch("taskmanager", "taskmanager.sh", layout)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if any(p.poll() is not None for p in self._procs):
+            if self._daemons.any_exited():
                 break
             overview = self.overview()
             if overview and overview.get("taskmanagers", 0) >= 1:
@@ -116,19 +107,7 @@ class FlinkSessionCluster:
         )
 
     def stop(self, timeout: float = 30.0) -> None:
-        for proc in reversed(self._procs):
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        for proc in self._procs:
-            try:
-                proc.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-            with contextlib.suppress(ProcessLookupError):  # what the daemon left in its group (Python workers)
-                os.killpg(proc.pid, signal.SIGKILL)
-        self._procs.clear()
+        self._daemons.stop(timeout)
 
     def __enter__(self) -> FlinkSessionCluster:
         return self.start()

@@ -5,13 +5,13 @@ cluster service test and the Spark benchmark run supplier_stats on, without inst
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import requests
+
+from infra.foreground import ForegroundProcesses
 
 
 class SparkClusterError(RuntimeError):
@@ -34,7 +34,7 @@ class StandaloneCluster:
     cores_per_worker: int = 1
     memory_per_worker: str = "1g"
     daemon_memory: str = "256m"
-    _procs: list[subprocess.Popen] = field(default_factory=list)
+    _daemons: ForegroundProcesses = field(default_factory=ForegroundProcesses)
 
     @property
     def master_url(self) -> str:
@@ -56,16 +56,7 @@ class StandaloneCluster:
             "SPARK_DAEMON_MEMORY": self.daemon_memory,
             "SPARK_LOG_DIR": str(self.work_dir),
         }
-        log = (self.work_dir / f"{name}.log").open("ab")
-        self._procs.append(
-            subprocess.Popen(
-                [str(spark_home() / "bin" / "spark-class"), *args],
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        )
+        self._daemons.launch([str(spark_home() / "bin" / "spark-class"), *args], env, self.work_dir / f"{name}.log")
 
     def start(self, timeout: float = 90.0) -> StandaloneCluster:
         self.work_dir.mkdir(parents=True, exist_ok=True)
@@ -84,7 +75,7 @@ class StandaloneCluster:
             )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if any(p.poll() is not None for p in self._procs):
+            if self._daemons.any_exited():
                 break
             try:
                 if self.state().get("aliveworkers", 0) >= self.workers:
@@ -100,17 +91,7 @@ class StandaloneCluster:
         )
 
     def stop(self, timeout: float = 20.0) -> None:
-        for proc in reversed(self._procs):
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        for proc in self._procs:
-            try:
-                proc.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-        self._procs.clear()
+        self._daemons.stop(timeout)
 
     def __enter__(self) -> StandaloneCluster:
         return self.start()
