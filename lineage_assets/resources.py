@@ -4,6 +4,7 @@ deployment. Secrets are read from the environment, never written here."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import dagster as dg
@@ -13,6 +14,7 @@ from infra.services.iceberg_catalog import CATALOG_NAME, catalog_credentials, py
 from infra.services.object_store import s3_client_for
 from infra.settings import StackSettings
 from lineage_assets.connect.client import ConnectClient
+from lineage_assets.flink.client import FlinkClient
 from lineage_assets.kafka.connection import KafkaConnection
 from lineage_assets.kafka.registry import Registry
 from lineage_assets.lineage.marquez import MarquezClient
@@ -76,6 +78,29 @@ class SourceDatabaseResource(dg.ConfigurableResource):
             password=self.admin_password if admin else self.password,
             autocommit=True,
             connect_timeout=5,
+        )
+
+
+class FlinkResource(dg.ConfigurableResource):
+    """The Flink session cluster the streaming jobs run on, by its REST URL (the stack's, or a team's own)."""
+
+    rest_url: str
+    #: where `stop with savepoint` writes; empty: the stack's directory, or an external cluster's own default
+    savepoint_dir: str = ""
+    #: the Python of an external cluster's TaskManagers; empty: this host's .venv-flink
+    cluster_python: str = ""
+
+    def client(self, settings: StackSettings) -> FlinkClient:
+        """A client for this cluster: the stack's when the URL is the embedded one, else an external cluster."""
+        embedded = f"http://{settings.host}:{settings.flink_rest_port}"
+        external = "" if self.rest_url.rstrip("/") == embedded else self.rest_url
+        return FlinkClient(
+            dataclasses.replace(
+                settings,
+                external_flink=external,
+                flink_savepoint_dir=self.savepoint_dir,
+                flink_cluster_python=self.cluster_python,
+            )
         )
 
 
@@ -151,6 +176,11 @@ def build_resources(settings: StackSettings) -> dict[str, dg.ConfigurableResourc
             ),
         ),
         "connect": ConnectResource(url=settings.connect_url),
+        "flink": FlinkResource(
+            rest_url=settings.flink_rest_url,
+            savepoint_dir=settings.flink_savepoint_dir,
+            cluster_python=settings.flink_cluster_python,
+        ),
         "source_db": SourceDatabaseResource(
             host=settings.host,
             port=settings.postgres_port,

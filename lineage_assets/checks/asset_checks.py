@@ -18,7 +18,7 @@ from lineage_assets.flink.client import FlinkClient, FlinkError
 from lineage_assets.lineage.identity import Dataset, Pipeline
 from lineage_assets.lineage.marquez import MarquezError
 from lineage_assets.metadata import asset_key
-from lineage_assets.resources import LineageResource
+from lineage_assets.resources import FlinkResource, LineageResource
 
 CHECKS = {
     "lineage_dataset_exists": "(a) the dataset is in the lineage graph under the identity lineage_assets gives",
@@ -101,8 +101,8 @@ def _checks_for(pipeline: Pipeline, settings: StackSettings, ds: Dataset) -> dg.
         name=f"lineage_checks_{ds.key}",
         can_subset=True,
     )
-    def lineage_checks(context: dg.AssetCheckExecutionContext, lineage: LineageResource):
-        engine = engine_state(context.instance, key, integration, FlinkClient(settings))
+    def lineage_checks(context: dg.AssetCheckExecutionContext, lineage: LineageResource, flink: FlinkResource):
+        engine = engine_state(context.instance, key, integration, flink.client(settings))
         selected = {k.name for k in context.selected_asset_check_keys}
         counts = lineage.outbox().counts()
         delivery = {"lineage/backlog": counts.queued, "lineage/backlog_age_s": round(counts.backlog_age, 1)}

@@ -7,7 +7,7 @@ import datetime as dt
 import dagster as dg
 
 from infra.settings import StackSettings
-from lineage_assets.flink.client import FlinkClient, FlinkError
+from lineage_assets.flink.client import FlinkError
 from lineage_assets.flink.deploy import (
     JOBS_DIR,
     FlinkJobSpec,
@@ -28,7 +28,7 @@ from lineage_assets.lineage.events import RunState, run_id_for
 from lineage_assets.lineage.identity import DEAD_LETTER_TOPICS, Pipeline
 from lineage_assets.lineage.observed import observed_event_builder
 from lineage_assets.metadata import asset_key, identity_metadata
-from lineage_assets.resources import IcebergResource, KafkaResource, LineageResource
+from lineage_assets.resources import FlinkResource, IcebergResource, KafkaResource, LineageResource
 
 JOB = "iceberg-ingestion"
 #: the Kafka consumer group the job commits its offsets under (on each checkpoint)
@@ -65,8 +65,9 @@ def build_iceberg_ingestion_asset(pipeline: Pipeline, settings: StackSettings) -
         kafka: KafkaResource,
         iceberg: IcebergResource,
         lineage: LineageResource,
+        flink: FlinkResource,
     ) -> dg.MaterializeResult:
-        client = FlinkClient(settings)
+        client = flink.client(settings)
         table_name = target.symlinks[0].name
         table, added = ensure_orders_table(iceberg.catalog(), table_name, target)
         if added:

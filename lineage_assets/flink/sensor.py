@@ -16,7 +16,7 @@ import dagster as dg
 
 from infra.settings import StackSettings
 from lineage_assets.flink import iceberg_ingestion, supplier_stats
-from lineage_assets.flink.client import FlinkClient, FlinkError
+from lineage_assets.flink.client import FlinkError
 from lineage_assets.flink.runs import ENGINE, close_run
 from lineage_assets.freshness import CAUGHT_UP, NEW_DATA, REASON, caught_up_materialization_due
 from lineage_assets.kafka.topics import KafkaUnavailable, consumer_lag, end_offsets
@@ -24,7 +24,7 @@ from lineage_assets.lineage.events import RunState
 from lineage_assets.lineage.identity import Dataset, Pipeline
 from lineage_assets.lineage.observed import observed_event_builder
 from lineage_assets.metadata import asset_key
-from lineage_assets.resources import IcebergResource, KafkaResource, LineageResource
+from lineage_assets.resources import FlinkResource, IcebergResource, KafkaResource, LineageResource
 
 #: (facts about the job's output, a marker that changes exactly when new data arrived)
 OutputFacts = tuple[dict[str, object], str | None]
@@ -76,9 +76,10 @@ def build_flink_job_sensor(pipeline: Pipeline, settings: StackSettings) -> dg.Se
         iceberg: IcebergResource,
         kafka: KafkaResource,
         lineage: LineageResource,
+        flink: FlinkResource,
     ) -> dg.SensorResult | dg.SkipReason:
         cursor = json.loads(context.cursor) if context.cursor else {}
-        client = FlinkClient(settings)
+        client = flink.client(settings)
         builder, registered = observed_event_builder(pipeline, kafka.registry())
         events: list = []
         skipped = []

@@ -13,7 +13,7 @@ import dagster as dg
 
 from infra.services.flink import openlineage_events_file
 from infra.settings import StackSettings
-from lineage_assets.flink.client import FlinkClient, FlinkError
+from lineage_assets.flink.client import FlinkError
 from lineage_assets.flink.deploy import (
     JOBS_DIR,
     FlinkJobSpec,
@@ -35,7 +35,7 @@ from lineage_assets.lineage.events import RunState, run_id_for
 from lineage_assets.lineage.identity import DEAD_LETTER_TOPICS, Pipeline
 from lineage_assets.lineage.observed import observed_event_builder
 from lineage_assets.metadata import asset_key, identity_metadata
-from lineage_assets.resources import KafkaResource, LineageResource
+from lineage_assets.resources import FlinkResource, KafkaResource, LineageResource
 
 JOB = "supplier-stats"
 SPEC = FlinkJobSpec(JOB, JOBS_DIR / "supplier_stats.py")
@@ -74,6 +74,7 @@ def build_supplier_stats_stream_asset(pipeline: Pipeline, settings: StackSetting
         config: SupplierStatsConfig,
         kafka: KafkaResource,
         lineage: LineageResource,
+        flink: FlinkResource,
     ) -> dg.MaterializeResult:
         partitions = len(end_offsets(kafka.connection(), source_topic))
         if partitions == 0:
@@ -87,7 +88,7 @@ def build_supplier_stats_stream_asset(pipeline: Pipeline, settings: StackSetting
             compatibility = ensure_compatibility(kafka.registry(), output_topic.name)
         except RegistryError as exc:
             raise dg.Failure(str(exc)) from exc
-        client = FlinkClient(settings)
+        client = flink.client(settings)
         settings_text = " ".join([*order_rule_args(settings), *dlq_args])
         version = SPEC.version(f"{config.checkpoint_interval_ms}|{partitions}|{settings_text}")
         unchanged, savepoint = check_running(context, client, SPEC, version, config.restore_from)

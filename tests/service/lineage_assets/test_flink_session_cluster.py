@@ -233,7 +233,7 @@ def test_orders_from_before_during_and_after_the_move_arrive_exactly_once(settin
 def test_the_sensor_tracks_both_jobs_on_the_second_cluster(moved):
     pipeline = Pipeline.from_settings(moved.away)
     sensor = build_flink_job_sensor(pipeline, moved.away)
-    resources = {k: moved.resources_away[k] for k in ("iceberg", "kafka", "lineage")}  # no Spark session
+    resources = {k: moved.resources_away[k] for k in ("iceberg", "kafka", "lineage", "flink")}  # no Spark session
     result = evaluate_sensor(sensor, moved.instance_away, resources, None)
     observed = {
         o.asset_key.to_user_string(): o.metadata for o in result.asset_events if isinstance(o, dg.AssetObservation)
