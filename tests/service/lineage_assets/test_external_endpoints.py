@@ -109,7 +109,21 @@ def test_marquez_behind_an_api_key(settings, tmp_path: Path):
         gate.close()
 
 
+SUBJECT_SCHEMA = {
+    "type": "record",
+    "name": "AuthProbe",
+    "fields": [{"name": "order_id", "type": "string"}, {"name": "price", "type": "string"}],
+}
+
+
 def test_registry_behind_basic_auth(settings):
+    import json
+
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+
+    topic = f"auth-probe-{uuid.uuid4().hex[:8]}"  # a subject of its own: the test needs no pipeline state
+    direct_client = SchemaRegistryClient({"url": settings.schema_registry_url})
+    schema_id = direct_client.register_schema(f"{topic}-value", Schema(json.dumps(SUBJECT_SCHEMA), "AVRO"))
     root = settings.schema_registry_url.split("/apis/", 1)[0]
     gate = AuthGate(root, "Basic " + base64.b64encode(b"lab:registry-secret").decode())
     try:
@@ -119,42 +133,46 @@ def test_registry_behind_basic_auth(settings):
             schema_registry_url=url,
             schema_registry_user_info="lab:registry-secret",
         )
-        direct = latest_schema(settings.schema_registry_url, "orders")
-        assert direct is not None, "the orders subject is registered on the running stack"
-        through = latest_schema(kafka.registry(), "orders")
-        assert through == direct
+        through = latest_schema(kafka.registry(), topic)
+        assert through is not None and through.schema_id == schema_id
+        assert [c.name for c in through.columns] == ["order_id", "price"]
+        assert through == latest_schema(settings.schema_registry_url, topic)
         # the Flink jobs' decoder fetches writer schemas with the same credentials
-        assert RegistrySchemas(url, user_info="lab:registry-secret").get(direct.schema_id) is not None
+        assert RegistrySchemas(url, user_info="lab:registry-secret").get(schema_id) is not None
 
         wrong = KafkaResource(
             bootstrap_servers=settings.kafka_bootstrap, schema_registry_url=url, schema_registry_user_info="lab:wrong"
         )
         with pytest.raises(RegistryError, match="refused the credentials"):
-            latest_schema(wrong.registry(), "orders")
+            latest_schema(wrong.registry(), topic)
         assert gate.refused, "the gate never saw the wrong credentials"
     finally:
         gate.close()
+        direct_client.delete_subject(f"{topic}-value")
 
 
 def test_iceberg_catalog_behind_a_token(settings):
+    import pyarrow as pa
+
     gate = AuthGate(settings.iceberg_catalog_url, "Bearer catalog-token")
     common = {
-        "uri": gate.url,
         "s3_endpoint": settings.s3_endpoint,
         "access_key_id": settings.s3_access_key,
         "secret_access_key": settings.s3_secret_key,
         "region": settings.s3_region,
     }
+    direct = IcebergResource(uri=settings.iceberg_catalog_url, **common).catalog()
+    name = f"auth_probe.t_{uuid.uuid4().hex[:8]}"  # a table of its own: the test needs no pipeline state
+    direct.create_namespace_if_not_exists("auth_probe")
+    created = direct.create_table(name, schema=pa.schema([("order_id", pa.string())]))
     try:
-        table = IcebergResource(**common, token="catalog-token").catalog().load_table("default.orders")
-        direct = (
-            IcebergResource(**{**common, "uri": settings.iceberg_catalog_url}).catalog().load_table("default.orders")
-        )
-        assert table.schema() == direct.schema() and table.metadata_location == direct.metadata_location
+        table = IcebergResource(uri=gate.url, **common, token="catalog-token").catalog().load_table(name)
+        assert table.schema() == created.schema() and table.metadata_location == created.metadata_location
         with pytest.raises(Exception, match=r"(?i)unauthorized|401"):
-            IcebergResource(**common).catalog().load_table("default.orders")
+            IcebergResource(uri=gate.url, **common).catalog().load_table(name)
     finally:
         gate.close()
+        direct.drop_table(name)
 
 
 @pytest.fixture(scope="module")

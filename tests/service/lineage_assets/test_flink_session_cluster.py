@@ -98,6 +98,21 @@ class Move:
     orders: dict[str, dict] = field(default_factory=dict)
     start: dt.datetime | None = None
     back: bool = False
+    running_before: set[str] = field(default_factory=set)  # jobs that ran on the stack's cluster before the module
+
+
+def leave_as_found(move: Move) -> None:
+    """Cancel, on the stack's cluster, the jobs this module had to deploy there first (the tests after it find
+    the cluster as the tests before it left it, e.g. without jobs after test_flink_pipeline cancelled them)."""
+    home = FlinkClient(move.home)
+    for name in set(JOBS) - move.running_before:
+        job = home.active(name)
+        if job is None:
+            continue
+        home.cancel(job.jid)
+        deadline = time.monotonic() + 60
+        while home.job(job.jid).state != "CANCELED" and time.monotonic() < deadline:
+            time.sleep(1)
 
 
 def move_back(move: Move) -> dict[str, str]:
@@ -138,6 +153,7 @@ def moved(settings, cluster, tmp_path_factory):
             instance_away=instance_away,
         )
         home = FlinkClient(settings)
+        move.running_before = {name for name in JOBS if home.active(name) is not None}
         try:
             if any(home.active(name) is None for name in JOBS):  # the stack as the main job leaves it
                 from lineage_assets.definitions import defs
@@ -176,6 +192,7 @@ def moved(settings, cluster, tmp_path_factory):
                         f"the job's last retained checkpoint in {cluster.layout.data_dir / 'checkpoints'}.",
                         pytrace=False,
                     )
+            leave_as_found(move)
 
 
 def blob_sizes(cluster: FlinkSessionCluster, jid: str) -> list[int]:
