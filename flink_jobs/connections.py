@@ -14,6 +14,8 @@ KAFKA_PROPERTIES = "LINEAGE_LAB_JOB_KAFKA_PROPERTIES"  # JSON object of Java Kaf
 REGISTRY_USER_INFO = "LINEAGE_LAB_JOB_REGISTRY_USER_INFO"  # "user:password" for the registry's basic auth
 CATALOG_TOKEN = "LINEAGE_LAB_JOB_ICEBERG_CATALOG_TOKEN"  # bearer token of the Iceberg REST catalog
 CATALOG_CREDENTIAL = "LINEAGE_LAB_JOB_ICEBERG_CATALOG_CREDENTIAL"  # "client_id:secret" for the catalog's OAuth2
+S3_ACCESS_KEY = "LINEAGE_LAB_JOB_S3_ACCESS_KEY"  # the object store's keys, for Iceberg's S3FileIO
+S3_SECRET_KEY = "LINEAGE_LAB_JOB_S3_SECRET_KEY"
 
 
 def sql_string(value: str) -> str:
@@ -63,4 +65,15 @@ def catalog_sql_options(environ: dict[str, str] | None = None) -> str:
         options["token"] = env[CATALOG_TOKEN]
     if env.get(CATALOG_CREDENTIAL):
         options["credential"] = env[CATALOG_CREDENTIAL]
+    return sql_options(options)
+
+
+def s3_sql_options(environ: dict[str, str] | None = None) -> str:
+    """The object store's keys as Iceberg catalog options (empty: S3FileIO's default credential chain)."""
+    env = os.environ if environ is None else environ
+    options = {}
+    if env.get(S3_ACCESS_KEY):
+        options["s3.access-key-id"] = env[S3_ACCESS_KEY]
+    if env.get(S3_SECRET_KEY):
+        options["s3.secret-access-key"] = env[S3_SECRET_KEY]
     return sql_options(options)

@@ -6,7 +6,7 @@ set writes good rows to Iceberg (commits on checkpoints, exactly-once) and bad r
 partition and offset, to the DLQ topic (Kafka transactions, exactly-once). decodable-in = out + dead-lettered.
 
 Configuration (job arguments, all optional): --bootstrap, --registry (ccompat base URL), --catalog-uri,
---s3-endpoint, --s3-access-key, --s3-secret-key, --region, --checkpoint-interval, --source-topic, --dlq-topic,
+--s3-endpoint, --region, --checkpoint-interval, --source-topic, --dlq-topic,
 --group-id, --table. Credentials of secured clusters come from the environment (flink_jobs/connections.py).
 """
 
@@ -55,8 +55,6 @@ def main() -> None:
     p.add_argument("--registry", default="http://127.0.0.1:8085/apis/ccompat/v7")
     p.add_argument("--catalog-uri", default="http://127.0.0.1:8181")
     p.add_argument("--s3-endpoint", default="http://127.0.0.1:9000")
-    p.add_argument("--s3-access-key", default="lineagelab")
-    p.add_argument("--s3-secret-key", default="lineagelab-secret")
     p.add_argument("--region", default="us-east-1")
     p.add_argument("--checkpoint-interval", default="10 s")
     p.add_argument("--source-topic", default="orders")
@@ -143,9 +141,7 @@ def main() -> None:
             'io-impl' = 'org.apache.iceberg.aws.s3.S3FileIO',
             's3.endpoint' = '{a.s3_endpoint}',
             's3.path-style-access' = 'true',
-            's3.access-key-id' = '{a.s3_access_key}',
-            's3.secret-access-key' = '{a.s3_secret_key}',
-            'client.region' = '{a.region}'{connections.catalog_sql_options()}
+            'client.region' = '{a.region}'{connections.s3_sql_options()}{connections.catalog_sql_options()}
         )""")
 
     ns, tbl = a.table.split(".")

@@ -99,6 +99,9 @@ def job_environment(kafka: KafkaResource, iceberg: IcebergResource | None = None
         env[connections.KAFKA_PROPERTIES] = json.dumps(java)
     if kafka.schema_registry_user_info:
         env[connections.REGISTRY_USER_INFO] = kafka.schema_registry_user_info
+    if iceberg is not None:
+        env[connections.S3_ACCESS_KEY] = iceberg.access_key_id
+        env[connections.S3_SECRET_KEY] = iceberg.secret_access_key
     if iceberg is not None and iceberg.token:
         env[connections.CATALOG_TOKEN] = iceberg.token
     if iceberg is not None and iceberg.credential:

@@ -89,7 +89,6 @@ def build_iceberg_ingestion_asset(pipeline: Pipeline, settings: StackSettings) -
         args = [
             *("--bootstrap", kafka.connection().bootstrap, "--registry", kafka.schema_registry_url),
             *("--catalog-uri", iceberg.uri, "--s3-endpoint", iceberg.s3_endpoint, "--region", iceberg.region),
-            *("--s3-access-key", iceberg.access_key_id, "--s3-secret-key", iceberg.secret_access_key),
             *("--table", table_name, "--dlq-topic", DLQ_TOPIC.name, "--group-id", CONSUMER_GROUP),
             *("--checkpoint-interval", config.checkpoint_interval),
             *order_rule_args(settings),

@@ -22,3 +22,40 @@ def test_secrets_become_quoted_connector_options():
     assert "'value.avro-confluent.basic-auth.credentials-source' = 'USER_INFO'" in registry
     assert "'value.avro-confluent.basic-auth.user-info' = 'u:p''w'" in registry
     assert connections.catalog_sql_options(env) == ",\n            'token' = 'tok'"
+
+
+def test_the_object_store_keys_reach_the_catalog_from_the_environment():
+    env = {connections.S3_ACCESS_KEY: "AK", connections.S3_SECRET_KEY: "s'k"}
+    assert connections.s3_sql_options(env) == (
+        ",\n            's3.access-key-id' = 'AK',\n            's3.secret-access-key' = 's''k'"
+    )
+    assert connections.s3_sql_options({}) == ""
+
+
+def test_the_deploying_asset_hands_every_secret_to_the_driver_environment():
+    from lineage_assets.flink.deploy import job_environment
+    from lineage_assets.resources import IcebergResource, KafkaResource
+
+    kafka = KafkaResource(
+        bootstrap_servers="b:9093",
+        schema_registry_url="https://registry",
+        security_protocol="SASL_SSL",
+        sasl_mechanism="PLAIN",
+        sasl_username="u",
+        sasl_password="kafka-pw",
+        schema_registry_user_info="r:registry-pw",
+    )
+    iceberg = IcebergResource(
+        uri="https://catalog",
+        s3_endpoint="https://s3",
+        access_key_id="AK",
+        secret_access_key="s3-pw",
+        region="r",
+        token="catalog-token",
+    )
+    env = job_environment(kafka, iceberg)
+    assert "kafka-pw" in json.loads(env[connections.KAFKA_PROPERTIES])["sasl.jaas.config"]
+    assert env[connections.REGISTRY_USER_INFO] == "r:registry-pw"
+    assert (env[connections.S3_ACCESS_KEY], env[connections.S3_SECRET_KEY]) == ("AK", "s3-pw")
+    assert env[connections.CATALOG_TOKEN] == "catalog-token"
+    assert connections.CATALOG_CREDENTIAL not in env
