@@ -4,6 +4,7 @@ lineage-lab stack up [SERVICE ...]     start (in order) what is not running; ide
 lineage-lab stack down                 stop everything lineage-lab started, nothing else
 lineage-lab stack status               each service with port, pid and health
 lineage-lab stack logs [SERVICE] [-n N] [-f]
+lineage-lab service run|health SERVICE  one service in the foreground, as a container's main process
 lineage-lab artifacts resolve|list     JVM artifacts of infra/artifacts.toml
 lineage-lab impact DATASET[.COLUMN]    what a change would touch downstream, from Marquez's lineage
 """
@@ -65,6 +66,15 @@ def _stack(args: argparse.Namespace, settings: StackSettings) -> int:
     return 0
 
 
+def _service(args: argparse.Namespace, settings: StackSettings) -> int:
+    from infra import container
+
+    (svc,) = select(build_stack(settings), [args.service])
+    if args.action == "run":
+        return container.run(svc)
+    return 0 if container.healthy(svc) else 1
+
+
 def _artifacts(args: argparse.Namespace, settings: StackSettings) -> int:
     if args.action == "resolve":
         artifacts.resolve_all(settings.jars_dir, args.bundles or None)
@@ -89,6 +99,8 @@ def _lineage(args: argparse.Namespace, settings: StackSettings) -> int:
             api_key=settings.marquez_api_key or None,
         ).run_forever()
         return 0
+    if args.action == "graph":
+        return _keyed_graph(settings)
     outbox = Outbox(settings.lineage_outbox)
     if args.flush:
         drainer = Drainer(
@@ -111,6 +123,25 @@ def _lineage(args: argparse.Namespace, settings: StackSettings) -> int:
     for dead in outbox.dead_letters():
         print(f"  dead letter #{dead.seq} {dead.job} {dead.event_type} run {dead.run_id}: {dead.reason}")
     return 0 if c.queued == 0 or not args.flush else 1
+
+
+def _keyed_graph(settings: StackSettings) -> int:
+    """Print the pipeline's graph in Marquez keyed by identity-module keys (JSON), to compare two deployments."""
+    import json
+
+    from lineage_assets.checks.keyed_graph import keyed_graph
+    from lineage_assets.checks.marquez_graph import from_marquez
+    from lineage_assets.lineage.identity import Pipeline
+    from lineage_assets.lineage.marquez import MarquezClient, MarquezError
+
+    client = MarquezClient(settings.marquez_url, api_key=settings.marquez_api_key or None)
+    try:
+        graph = from_marquez(client, Pipeline.from_settings(settings))
+    except MarquezError as exc:
+        print(f"error: cannot read the lineage graph from Marquez at {settings.marquez_url}: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(keyed_graph(Pipeline.from_settings(settings), graph), indent=1))
+    return 0
 
 
 def _verify(args: argparse.Namespace, settings: StackSettings) -> int:
@@ -185,6 +216,12 @@ def parser() -> argparse.ArgumentParser:
     logs.add_argument("-n", "--lines", type=int, default=50)
     logs.add_argument("-f", "--follow", action="store_true")
 
+    service = sub.add_parser("service", help="one service in the foreground: a container's main process")
+    service_sub = service.add_subparsers(dest="action", required=True)
+    service_actions = (("run", "prepare, start and provision it; exit when it exits"), ("health", "exit 0 when ready"))
+    for action, text in service_actions:
+        service_sub.add_parser(action, help=text).add_argument("service")
+
     arts = sub.add_parser("artifacts", help="JVM artifacts from infra/artifacts.toml")
     arts_sub = arts.add_subparsers(dest="action", required=True)
     res = arts_sub.add_parser("resolve", help="resolve bundles from Maven Central into the cache")
@@ -197,6 +234,7 @@ def parser() -> argparse.ArgumentParser:
     outbox.add_argument("--flush", action="store_true")
     outbox.add_argument("--timeout", type=float, default=60.0)
     lineage_sub.add_parser("drain", help="deliver the outbox continuously (foreground)")
+    lineage_sub.add_parser("graph", help="the pipeline's graph in Marquez keyed by identity keys (JSON)")
 
     pipe = sub.add_parser("pipeline", help="the whole pipeline against the running stack")
     pipe_sub = pipe.add_subparsers(dest="action", required=True)
@@ -219,6 +257,7 @@ def main(argv: list[str] | None = None) -> int:
         settings = StackSettings.from_env()
         handler = {
             "stack": _stack,
+            "service": _service,
             "artifacts": _artifacts,
             "lineage": _lineage,
             "verify": _verify,

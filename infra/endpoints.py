@@ -14,7 +14,7 @@ def endpoints(s: StackSettings) -> dict[str, str]:
 
     orders = Pipeline.from_settings(s).dataset("kafka_orders")
     return {
-        "DAGSTER_URL": f"http://{s.host}:{s.dagster_port}",
+        "DAGSTER_URL": s.dagster_url,
         "MARQUEZ_UI_URL": s.marquez_web_url,
         "MARQUEZ_API_URL": s.marquez_url,
         "ORDERS_LINEAGE_URL": lineage_page(s.marquez_web_url, orders.namespace, orders.name),

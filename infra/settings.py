@@ -28,7 +28,11 @@ class StackSettings:
     """Ports, credentials and directories of the embedded stack (override with LINEAGE_LAB_<FIELD>)."""
 
     home: Path = field(default_factory=_default_home)
+    # the address this machine's services are reached at (and advertise to their clients: Kafka's listener, Connect's
+    # REST, Flink's RPC); in a container, the container's own name
     host: str = "127.0.0.1"
+    # the address they listen on; empty: ``host``. A container sets 0.0.0.0 so that its Docker network reaches it.
+    bind_host: str = ""
 
     postgres_port: int = 15432
     kafka_port: int = 9092
@@ -57,9 +61,11 @@ class StackSettings:
     catalog_db_password: str = "iceberg"
     registry_db_password: str = "registry"
     source_db_password: str = "orders"
+    dagster_db_password: str = "dagster"
 
     # External services (issue 15): an endpoint set here is used as is and `stack up` does not start that service.
     # Empty: the embedded service on host:port above. Dataset namespaces follow these endpoints.
+    external_postgres: str = ""  # host:port of the PostgreSQL server holding the stack's databases
     external_kafka: str = ""  # bootstrap servers, host:port[,host:port...]
     external_schema_registry: str = ""  # the Confluent-compatible API root, e.g. https://registry:8081
     external_connect: str = ""  # Kafka Connect REST, e.g. http://connect:8083
@@ -68,6 +74,7 @@ class StackSettings:
     external_object_store: str = ""  # an S3 endpoint, e.g. https://s3.eu-west-1.amazonaws.com
     external_marquez: str = ""  # Marquez's API (or any OpenLineage HTTP backend with Marquez's read API)
     external_marquez_web: str = ""  # Marquez's web UI, for links
+    external_dagster: str = ""  # the Dagster webserver, e.g. http://dagster-webserver:3000 (runs are submitted there)
     # where `stop with savepoint` writes; empty: the stack's data dir, or an external cluster's state.savepoints.dir
     flink_savepoint_dir: str = ""
     # the Python (with apache-flink 2.0 and flink_jobs/requirements.txt) on an external cluster's TaskManagers;
@@ -154,7 +161,9 @@ class StackSettings:
             if not f.name.startswith("external_") or not value:
                 continue
             variable = ENV_PREFIX + f.name.upper()
-            if f.name == "external_kafka":
+            if f.name in ("external_kafka", "external_postgres"):
+                if f.name == "external_postgres" and "," in value:
+                    raise SettingsError(f"{variable}={value!r}: name one PostgreSQL server, host:port")
                 for server in value.split(","):
                     host, _, port = server.strip().rpartition(":")
                     if not host or not port.isdigit():
@@ -205,6 +214,23 @@ class StackSettings:
     # Endpoints ---------------------------------------------------------------------------------------------
     # (each the external endpoint when one is set, else the embedded service's)
     @property
+    def listen_host(self) -> str:
+        """The address the embedded services bind: ``bind_host`` when set, else ``host``."""
+        return self.bind_host or self.host
+
+    @property
+    def postgres_address(self) -> tuple[str, int]:
+        """(host, port) of the PostgreSQL server."""
+        if self.external_postgres:
+            host, _, port = self.external_postgres.strip().rpartition(":")
+            return host, int(port)
+        return self.host, self.postgres_port
+
+    @property
+    def dagster_url(self) -> str:
+        return (self.external_dagster or f"http://{self.host}:{self.dagster_port}").rstrip("/")
+
+    @property
     def kafka_bootstrap(self) -> str:
         return self.external_kafka or f"{self.host}:{self.kafka_port}"
 
@@ -242,6 +268,7 @@ class StackSettings:
     def external(self) -> dict[str, str]:
         """The external services of this deployment: embedded service name -> the endpoint used instead."""
         pairs = {
+            "postgres": self.external_postgres,
             "kafka": self.external_kafka,
             "schema-registry": self.external_schema_registry,
             "kafka-connect": self.external_connect,
@@ -251,6 +278,7 @@ class StackSettings:
             "object-store": self.external_object_store,
             "marquez": self.external_marquez,
             "marquez-web": self.external_marquez_web or (self.external_marquez and "(none: Marquez is external)"),
+            "dagster": self.external_dagster,
         }
         return {name: url for name, url in pairs.items() if url}
 
@@ -273,7 +301,9 @@ class StackSettings:
         }
 
     def postgres_dsn(self, database: str, user: str, password: str) -> str:
-        return f"postgresql://{user}:{password}@{self.host}:{self.postgres_port}/{database}"
+        host, port = self.postgres_address
+        return f"postgresql://{user}:{password}@{host}:{port}/{database}"
 
     def jdbc_url(self, database: str) -> str:
-        return f"jdbc:postgresql://{self.host}:{self.postgres_port}/{database}"
+        host, port = self.postgres_address
+        return f"jdbc:postgresql://{host}:{port}/{database}"

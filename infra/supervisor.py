@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from infra.services.base import Service, ServiceError, port_open, process_start_time, read_pid
+from infra.services.base import Launch, Service, ServiceError, port_open, process_start_time, read_pid
 
 
 @dataclass(frozen=True)
@@ -78,29 +78,34 @@ def _log_tail(path: Path, lines: int = 25) -> str:
         return "(no log written)"
 
 
-def _spawn(svc: Service) -> int:
-    launch = svc.launch()
-    svc.log_path.parent.mkdir(parents=True, exist_ok=True)
-    svc.pid_path.parent.mkdir(parents=True, exist_ok=True)
+def popen(launch: Launch, stdout: object = None) -> subprocess.Popen:
+    """Start one launch in its own session (its pid is its process group), as its OS user when we are root."""
     env = {**os.environ, **launch.env}
     kwargs: dict[str, object] = {}
     if launch.user and os.geteuid() == 0:
         entry = pwd.getpwnam(launch.user)
         kwargs.update(user=entry.pw_uid, group=entry.pw_gid, extra_groups=[])
         env["HOME"] = entry.pw_dir
+    return subprocess.Popen(
+        launch.argv,
+        stdin=subprocess.DEVNULL,
+        stdout=stdout,
+        stderr=subprocess.STDOUT,
+        cwd=launch.cwd,
+        env=env,
+        start_new_session=True,
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+def _spawn(svc: Service) -> int:
+    launch = svc.launch()
+    svc.log_path.parent.mkdir(parents=True, exist_ok=True)
+    svc.pid_path.parent.mkdir(parents=True, exist_ok=True)
     with open(svc.log_path, "ab") as log:
         log.write(f"\n===== lineage-lab starting {svc.name} at {time.ctime()} =====\n".encode())
         log.flush()
-        proc = subprocess.Popen(
-            launch.argv,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            cwd=launch.cwd,
-            env=env,
-            start_new_session=True,
-            **kwargs,  # type: ignore[arg-type]
-        )
+        proc = popen(launch, log)
     svc.pid_path.write_text(json.dumps({"pid": proc.pid, "start_time": process_start_time(proc.pid)}))
     return proc.pid
 

@@ -182,8 +182,8 @@ def build_resources(settings: StackSettings) -> dict[str, dg.ConfigurableResourc
             cluster_python=settings.flink_cluster_python,
         ),
         "source_db": SourceDatabaseResource(
-            host=settings.host,
-            port=settings.postgres_port,
+            host=settings.postgres_address[0],
+            port=settings.postgres_address[1],
             dbname="orders_source",
             user="orders",
             password=_env_or("LINEAGE_LAB_SOURCE_DB_PASSWORD", settings.source_db_password),

@@ -49,7 +49,7 @@ class DagsterDev(Service):
                 "-w",
                 str(REPO_ROOT / "workspace.yaml"),
                 "-h",
-                self.settings.host,
+                self.settings.listen_host,
                 "-p",
                 str(self.settings.dagster_port),
             ],

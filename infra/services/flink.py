@@ -19,6 +19,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -53,6 +54,7 @@ class FlinkLayout:
     #: tmp/, pid/, checkpoints/ and savepoints/ of the cluster
     data_dir: Path
     log_dir: Path
+    #: the address of this process (a TaskManager's advertised address)
     host: str
     rpc_port: int
     rest_port: int
@@ -68,6 +70,10 @@ class FlinkLayout:
     openlineage_file: Path | None = None
     openlineage_namespace: str = OPENLINEAGE_NAMESPACE
     ident: str = "lineage-lab"
+    #: what the daemons bind; empty: ``host``
+    bind_host: str = ""
+    #: the JobManager's address (RPC and REST); empty: ``host`` (JobManager and TaskManager on one machine)
+    jobmanager_host: str = ""
 
     @property
     def checkpoints(self) -> str:
@@ -101,6 +107,8 @@ def stack_layout(settings: StackSettings) -> FlinkLayout:
         data_dir=settings.data_dir / "flink",
         log_dir=settings.logs_dir / "flink",
         host=settings.host,
+        bind_host=settings.listen_host,
+        jobmanager_host=urlsplit(settings.flink_rest_url).hostname or settings.host,
         rpc_port=settings.flink_rpc_port,
         rest_port=settings.flink_rest_port,
         jobmanager_mb=settings.flink_jobmanager_mb,
@@ -133,6 +141,8 @@ def flink_config_text(layout: FlinkLayout, java_opts: str) -> str:
         log_dir=layout.log_dir,
         pid_dir=layout.data_dir / "pid",
         host=layout.host,
+        bind_host=layout.bind_host or layout.host,
+        jobmanager_host=layout.jobmanager_host or layout.host,
         rpc_port=layout.rpc_port,
         rest_port=layout.rest_port,
         jobmanager_mb=layout.jobmanager_mb,
@@ -218,6 +228,11 @@ class FlinkTaskManager(Service):
     @property
     def ports(self) -> tuple[int, ...]:
         return ()  # ephemeral ports on the stack host; health comes from the JobManager's view
+
+    def prepare(self) -> None:
+        """Beside its JobManager the home is already there; on a machine (or container) of its own it is built."""
+        if not (flink_home(self.settings) / "bin" / "taskmanager.sh").exists():
+            assemble_flink_home(self.settings)
 
     def launch(self) -> Launch:
         home = flink_home(self.settings)

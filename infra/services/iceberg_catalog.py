@@ -67,7 +67,7 @@ class IcebergCatalog(Service):
             "CATALOG_S3_SECRET__ACCESS__KEY": s.s3_secret_key,
             "CATALOG_CLIENT_REGION": s.s3_region,
             "CATALOG_REST_PORT": str(s.iceberg_catalog_port),
-            "REST_HOST": s.host,
+            "REST_HOST": s.listen_host,
             **s.aws_sdk_env(),
         }
         cp = f"{self._classes}:{classpath(s.jars_dir, BUNDLE)}"

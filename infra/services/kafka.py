@@ -34,6 +34,7 @@ class Kafka(Service):
             "kafka-server.properties",
             self.properties,
             host=s.host,
+            bind_host=s.listen_host,
             port=s.kafka_port,
             controller_port=s.kafka_controller_port,
             log_dirs=self.data_path,

@@ -55,6 +55,7 @@ class KafkaConnect(Service):
             self.conf_path / "connect-distributed.properties",
             bootstrap=s.kafka_bootstrap,
             host=s.host,
+            bind_host=s.listen_host,
             port=s.connect_port,
             plugin_path=self.plugin_path,
             kafka_security=worker_security_lines(KafkaConnection.from_settings(s)),

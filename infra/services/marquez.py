@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from infra.artifacts import bundle_dir
 from infra.services.base import Launch, Service, http_ok, java_binary, render
@@ -34,7 +35,7 @@ class Marquez(Service):
         render(
             "marquez.yml",
             self.config_path,
-            host=s.host,
+            host=s.listen_host,
             port=s.marquez_port,
             admin_port=s.marquez_admin_port,
             jdbc_url=s.jdbc_url("marquez"),
@@ -86,14 +87,15 @@ class MarquezWeb(Service):
         app = next(bundle_dir(s.jars_dir, WEB_BUNDLE).glob("marquez-web-*/setupProxy.js"), None)
         if app is None:
             raise self.fail("the Marquez web UI is missing: run `lineage-lab artifacts resolve`")
-        # Marquez's server calls listen(port) with no address; the preload binds it to the stack's host
+        api = urlsplit(s.marquez_url)
+        # Marquez's server calls listen(port) with no address; the preload binds it to the stack's listen host
         return Launch(
             [node, "--require", str(BIND_LOOPBACK), str(app)],
             env={
-                "MARQUEZ_HOST": s.host,
-                "MARQUEZ_PORT": str(s.marquez_port),
+                "MARQUEZ_HOST": api.hostname or s.host,
+                "MARQUEZ_PORT": str(api.port or s.marquez_port),
                 "WEB_PORT": str(s.marquez_web_port),
-                "LINEAGE_LAB_BIND_HOST": s.host,
+                "LINEAGE_LAB_BIND_HOST": s.listen_host,
                 "NODE_ENV": "production",
             },
             cwd=app.parent,

@@ -51,7 +51,7 @@ class ObjectStore(Service):
         render(
             "s3proxy.properties",
             self.conf_path / "s3proxy.properties",
-            host=s.host,
+            host=s.listen_host,
             port=s.object_store_port,
             access_key=s.s3_access_key,
             secret_key=s.s3_secret_key,

@@ -34,6 +34,8 @@ def databases(settings) -> tuple[Database, ...]:
         Database("iceberg_catalog", "iceberg", settings.catalog_db_password),
         Database("schema_registry", "registry", settings.registry_db_password),
         Database("orders_source", "orders", settings.source_db_password),
+        # Dagster's run storage where Dagster is deployed as services (infra/compose); `dagster dev` keeps its own
+        Database("dagster", "dagster", settings.dagster_db_password),
     )
 
 
@@ -80,8 +82,25 @@ class Postgres(Service):
         data = self.data_path
         data.mkdir(parents=True, exist_ok=True)
         self._let_runner_traverse(data)
-        if (data / "PG_VERSION").exists():
+        if not (data / "PG_VERSION").exists():
+            self._initdb(data)
+        self._allow_network_clients(data)
+
+    def _allow_network_clients(self, data: Path) -> None:
+        """initdb lets in loopback clients only; a server listening beyond loopback (its own container on a Docker
+        network) takes password-authenticated clients from anywhere it is reachable, replication included."""
+        if self.settings.listen_host in ("127.0.0.1", "localhost", "::1"):
             return
+        hba = data / "pg_hba.conf"
+        rules = ["host all all all scram-sha-256", "host replication all all scram-sha-256"]
+        present = hba.read_text().splitlines()
+        missing = [rule for rule in rules if rule not in present]
+        if missing:
+            with hba.open("a") as out:
+                out.write("# lineage-lab: clients on the server's network (listen_addresses beyond loopback)\n")
+                out.write("".join(f"{rule}\n" for rule in missing))
+
+    def _initdb(self, data: Path) -> None:
         data.chmod(0o700)
         self._owned_by_runner(data)
         # the password file sits next to the data (same owner); initdb needs an empty data dir, so a sibling
@@ -122,7 +141,7 @@ class Postgres(Service):
                 "-p",
                 str(self.settings.postgres_port),
                 "-c",
-                f"listen_addresses={self.settings.host}",
+                f"listen_addresses={self.settings.listen_host}",
                 "-c",
                 "unix_socket_directories=",
                 "-c",
@@ -142,9 +161,10 @@ class Postgres(Service):
 
     def connect(self, dbname: str = "postgres") -> psycopg.Connection:
         s = self.settings
+        host, port = s.postgres_address
         return psycopg.connect(
-            host=s.host,
-            port=s.postgres_port,
+            host=host,
+            port=port,
             user=s.postgres_superuser,
             password=s.postgres_password,
             dbname=dbname,
@@ -153,7 +173,7 @@ class Postgres(Service):
         )
 
     def is_healthy(self) -> bool:
-        if not port_open(self.settings.host, self.settings.postgres_port):
+        if not port_open(*self.settings.postgres_address):
             return False
         try:
             with self.connect() as conn:

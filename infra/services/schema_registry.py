@@ -21,7 +21,7 @@ class SchemaRegistry(Service):
         s = self.settings
         runner = next(bundle_dir(s.jars_dir, BUNDLE).glob("apicurio-registry-app-*-runner.jar"))
         env = {
-            "QUARKUS_HTTP_HOST": s.host,
+            "QUARKUS_HTTP_HOST": s.listen_host,
             "QUARKUS_HTTP_PORT": str(s.schema_registry_port),
             "APICURIO_STORAGE_KIND": "sql",
             "APICURIO_STORAGE_SQL_KIND": "postgresql",

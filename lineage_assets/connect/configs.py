@@ -44,8 +44,8 @@ def template_values(settings: StackSettings) -> dict[str, str]:
     return {
         "kafka_bootstrap": settings.kafka_bootstrap,
         "registry_api": apicurio_api(settings),
-        "db_host": settings.host,
-        "db_port": str(settings.postgres_port),
+        "db_host": settings.postgres_address[0],
+        "db_port": str(settings.postgres_address[1]),
         "s3_endpoint": settings.s3_endpoint,
         "s3_region": settings.s3_region,
         "archive_bucket": settings.archive_bucket,

@@ -164,7 +164,7 @@ class Pipeline:
         archive = naming.s3(f"s3://{settings.archive_bucket}/topics/orders")
         ice_orders = naming.iceberg_table(f"{settings.warehouse_uri}default/orders")
         ice_stats = naming.iceberg_table(f"{settings.warehouse_uri}default/supplier_stats")
-        source = naming.postgres(settings.host, settings.postgres_port, "orders_source", "public", "orders")
+        source = naming.postgres(*settings.postgres_address, "orders_source", "public", "orders")
         catalog = settings.iceberg_catalog_url
 
         datasets = [
