@@ -15,6 +15,7 @@ from lineage_assets.flink.supplier_stats import build_supplier_stats_stream_asse
 from lineage_assets.kafka.dead_letter_monitor import build_dead_letter_sensor, build_dead_letter_share_check
 from lineage_assets.kafka.dead_letters import build_dead_letter_specs
 from lineage_assets.lineage.identity import Pipeline
+from lineage_assets.main_jobs import build_main_jobs
 from lineage_assets.resources import build_resources
 from lineage_assets.source.generator import generate_orders_job
 from lineage_assets.spark.new_orders_sensor import build_supplier_stats_partition_sensor
@@ -33,7 +34,7 @@ defs = dg.Definitions(
         *build_dead_letter_specs(pipeline),
     ],
     asset_checks=[*build_lineage_checks(pipeline, settings), build_dead_letter_share_check(pipeline, settings)],
-    jobs=[generate_orders_job, build_verify_job(settings)],
+    jobs=[generate_orders_job, build_verify_job(settings), *build_main_jobs(pipeline)],
     schedules=[build_streaming_checks_schedule(pipeline), build_finalise_yesterday_schedule(pipeline)],
     sensors=[
         build_connector_sensor(pipeline, settings=settings),

@@ -23,10 +23,9 @@ from infra.settings import REPO_ROOT, StackSettings
 from lineage_assets.checks.verify import verify_and_render
 from lineage_assets.lineage.marquez import MarquezError, lineage_page
 from lineage_assets.lineage.outbox import Outbox
+from lineage_assets.main_jobs import CHECKS_JOB, DEPLOY_JOB
 from lineage_assets.metadata import asset_key
 
-#: what the main job deploys (identity-module dataset keys): everything but the batch table, which it then fills
-STREAMING = ("source_orders", "kafka_orders", "archive_orders", "iceberg_orders", "kafka_supplier_stats")
 BATCH = "iceberg_supplier_stats"
 #: the sensor that requests supplier_stats for the days new Iceberg snapshots touched
 BATCH_SENSOR = "supplier_stats_new_orders_sensor"
@@ -41,43 +40,25 @@ def run_pipeline(settings: StackSettings, orders: int = 200, log: Callable[[str]
     """Run every step; returns whether no asset check failed (warnings are printed) and the drift report passed."""
     from lineage_assets.definitions import defs, pipeline
 
-    home = DagsterDev(settings).dagster_home
-    instance = dg.DagsterInstance.from_config(str(home))
-    everything = [*defs.assets, *defs.asset_checks]
+    runs = _runner(settings, defs)
+    instance = runs.instance
     resources = defs.resources
 
-    def materialize(keys: list[str], what: str) -> dg.ExecuteInProcessResult:
-        log(f"- {what}")
-        result = dg.materialize(
-            everything,
-            selection=dg.AssetSelection.assets(*[asset_key(pipeline.dataset(k)) for k in keys]).without_checks(),
-            instance=instance,
-            resources=resources,
-            tags={"lineage-lab/step": what},
-            raise_on_error=False,
-        )
-        if not result.success:
-            raise PipelineError(f"{what} failed (run {result.run_id}); open it in the Dagster UI for the error")
-        return result
-
     started = dt.datetime.now(dt.UTC)
-    materialize(
-        list(STREAMING),
-        "deploy: source table, orders topic + CDC connector, archive "
-        "sink, iceberg-ingestion and supplier-stats Flink jobs",
+    log(
+        "- deploy: source table, orders topic + CDC connector, archive sink, iceberg-ingestion and supplier-stats "
+        "Flink jobs"
     )
-    _start_automation(home, log)
+    runs.run(DEPLOY_JOB, "deploying the streaming assets")
+    _start_automation(runs.home, runs.workspace, log)
 
     log(f"- generate {orders} orders into the source table")
-    job = defs.get_job_def("generate_orders_job")
     rate = max(20.0, orders / 10)
-    gen = job.execute_in_process(
-        instance=instance,
-        run_config={"ops": {"generate_orders": {"config": {"count": orders, "rate_per_second": rate}}}},
-        raise_on_error=False,
+    runs.run(
+        "generate_orders_job",
+        "generating orders",
+        {"ops": {"generate_orders": {"config": {"count": orders, "rate_per_second": rate}}}},
     )
-    if not gen.success:
-        raise PipelineError(f"generating orders failed (run {gen.run_id}); see the Dagster UI")
 
     log("- wait until iceberg-ingestion has committed them to Iceberg default.orders")
     table = resources["iceberg"].catalog().load_table(pipeline.dataset("iceberg_orders").symlinks[0].name)
@@ -131,15 +112,7 @@ def run_pipeline(settings: StackSettings, orders: int = 200, log: Callable[[str]
         log(f"  {len(rejected)} event(s) were rejected by Marquez; `lineage-lab lineage outbox` lists the reasons")
 
     log("- run every asset check (against what Marquez holds)")
-    checks = dg.materialize(
-        everything,
-        selection=dg.AssetSelection.all_asset_checks(),
-        instance=instance,
-        resources=resources,
-        tags={"lineage-lab/step": "asset checks"},
-        raise_on_error=False,
-    )
-    evaluations = checks.get_asset_check_evaluations()
+    evaluations = runs.check_evaluations(runs.run(CHECKS_JOB, "running the asset checks", must_succeed=False))
     warned = [e for e in evaluations if not e.passed and e.severity == dg.AssetCheckSeverity.WARN]
     failed = [e for e in evaluations if not e.passed and e.severity != dg.AssetCheckSeverity.WARN]
     passed = len(evaluations) - len(warned) - len(failed)
@@ -160,7 +133,7 @@ def run_pipeline(settings: StackSettings, orders: int = 200, log: Callable[[str]
     log(
         f"""
 Where to look:
-  Dagster UI          http://{settings.host}:{settings.dagster_port} (runs of this job are tagged lineage-lab/step)
+  Dagster UI          {settings.dagster_url} (runs of this job are tagged lineage-lab/step)
   Marquez UI          {lineage_page(settings.marquez_web_url, orders.namespace, orders.name)}
   lineage picture     {picture}
   lineage events      Marquez API {settings.marquez_url}; delivery queue {settings.lineage_outbox}
@@ -171,13 +144,82 @@ Where to look:
     return not failed and report.ok
 
 
-def _start_automation(home: Path, log: Callable[[str], None]) -> None:
+class _InProcessRuns:
+    """The embedded stack: each job runs in this process, recorded in the `dagster dev` instance (so in its UI)."""
+
+    def __init__(self, settings: StackSettings, defs: dg.Definitions) -> None:
+        self.home = DagsterDev(settings).dagster_home
+        self.workspace = REPO_ROOT / "workspace.yaml"
+        self.instance = dg.DagsterInstance.from_config(str(self.home))
+        self.defs = defs
+
+    def run(self, job: str, what: str, run_config: dict | None = None, must_succeed: bool = True) -> str:
+        result = self.defs.resolve_job_def(job).execute_in_process(
+            run_config=run_config, instance=self.instance, raise_on_error=False
+        )
+        if must_succeed and not result.success:
+            raise PipelineError(f"{what} failed (run {result.run_id}); open it in the Dagster UI for the error")
+        return result.run_id
+
+    def check_evaluations(self, run_id: str) -> list[dg.AssetCheckEvaluation]:
+        records = self.instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION)
+        return [r.event_log_entry.dagster_event.event_specific_data for r in records.records]
+
+
+class _SubmittedRuns(_InProcessRuns):
+    """A Dagster deployment (``LINEAGE_LAB_EXTERNAL_DAGSTER``): each job is submitted to its webserver and run by
+    its run launcher (in the Compose deployment, a container per run); the instance is the deployment's own
+    (``DAGSTER_HOME``, e.g. its PostgreSQL run storage) and so is the workspace beside it."""
+
+    def __init__(self, settings: StackSettings, defs: dg.Definitions) -> None:
+        from urllib.parse import urlsplit
+
+        from dagster_graphql import DagsterGraphQLClient
+
+        home = os.environ.get("DAGSTER_HOME")
+        if not home:
+            raise PipelineError(
+                "LINEAGE_LAB_EXTERNAL_DAGSTER is set but DAGSTER_HOME is not: point it at the deployment's instance "
+                "folder (its dagster.yaml and workspace.yaml), e.g. infra/compose/dagster/"
+            )
+        self.home = Path(home)
+        self.workspace = self.home / "workspace.yaml"
+        self.instance = dg.DagsterInstance.get()
+        self.defs = defs
+        url = urlsplit(settings.dagster_url)
+        self.client = DagsterGraphQLClient(
+            url.hostname or "", port_number=url.port, use_https=url.scheme == "https", timeout=60
+        )
+
+    def run(self, job: str, what: str, run_config: dict | None = None, must_succeed: bool = True) -> str:
+        from dagster_graphql import DagsterGraphQLClientError
+
+        try:
+            run_id = self.client.submit_job_execution(job, run_config=run_config)
+        except (DagsterGraphQLClientError, OSError) as exc:
+            raise PipelineError(f"{what}: the Dagster webserver did not take job {job}: {exc}") from exc
+        _wait(
+            lambda: self.instance.get_run_by_id(run_id).status in FINISHED,
+            900,
+            f"{what}: run {run_id} of {job} did not finish in 15 min; is the Dagster daemon running? See the UI",
+        )
+        status = self.instance.get_run_by_id(run_id).status
+        if must_succeed and status != dg.DagsterRunStatus.SUCCESS:
+            raise PipelineError(f"{what} ended {status.value} (run {run_id}); open it in the Dagster UI")
+        return run_id
+
+
+def _runner(settings: StackSettings, defs: dg.Definitions) -> _InProcessRuns:
+    return _SubmittedRuns(settings, defs) if settings.external_dagster else _InProcessRuns(settings, defs)
+
+
+def _start_automation(home: Path, workspace: Path, log: Callable[[str], None]) -> None:
     """Every sensor and schedule on (they are on by default; this also restarts any that were stopped)."""
     dagster = Path(sys.executable).with_name("dagster")
     env = {**os.environ, "DAGSTER_HOME": str(home)}
     for kind in ("sensor", "schedule"):
         result = subprocess.run(
-            [str(dagster), kind, "start", "--start-all", "-w", str(REPO_ROOT / "workspace.yaml")],
+            [str(dagster), kind, "start", "--start-all", "-w", str(workspace)],
             capture_output=True,
             text=True,
             env=env,

@@ -20,7 +20,7 @@ from lineage_assets.definitions import defs
 from lineage_assets.kafka.dead_letter_monitor import build_dead_letter_sensor, build_dead_letter_share_check
 from lineage_assets.kafka.topics import end_offsets
 from lineage_assets.lineage.identity import DEAD_LETTER_TOPICS
-from lineage_assets.main_run import STREAMING
+from lineage_assets.main_jobs import STREAMING
 from lineage_assets.metadata import asset_key
 from lineage_assets.source.generator import generate_orders_job
 from tests.service.lineage_assets.conftest import wait_until_quiet
