@@ -13,7 +13,6 @@ import contextlib
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -28,42 +27,52 @@ def ready_marker(svc: Service) -> Path:
 
 
 def run(svc: Service, log: Callable[[str], None] = print) -> int:
-    """Prepare, start, provision and then wait for the service; its exit code is ours."""
+    """Prepare, start, provision and then wait for the service; its exit code is ours (128 + the signal when Docker
+    stopped it)."""
     marker = ready_marker(svc)
     marker.parent.mkdir(parents=True, exist_ok=True)
     marker.unlink(missing_ok=True)
     svc.prepare()
     proc = supervisor.popen(svc.launch())
     log(f"{svc.name}: started pid {proc.pid}, waiting for health")
+    stopping: list[tuple[int, float]] = []  # (signal, SIGKILL deadline) once Docker asked us to stop
 
     def stop(signum: int, _frame: object) -> None:
-        _stop(proc, svc.stop_timeout)
-        marker.unlink(missing_ok=True)
-        sys.exit(128 + signum)
+        # only signal here: waiting for the child belongs to the loop below (Popen.wait is not re-entrant)
+        if not stopping:
+            stopping.append((signum, time.monotonic() + svc.stop_timeout))
+            _signal_group(proc, signal.SIGTERM)
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     deadline = time.monotonic() + svc.startup_timeout
-    while not svc.is_healthy():
-        if proc.poll() is not None:
-            log(f"{svc.name}: exited with {proc.returncode} before it became healthy (its output is above)")
-            return proc.returncode or 1
-        if time.monotonic() > deadline:
-            log(f"{svc.name}: not healthy after {svc.startup_timeout:.0f}s; stopping it")
-            _stop(proc, svc.stop_timeout)
-            return 1
+    ready = False
+    while proc.poll() is None:
+        if stopping and time.monotonic() > stopping[0][1]:
+            _signal_group(proc, signal.SIGKILL)
+        elif not ready and not stopping:
+            if svc.is_healthy():
+                try:
+                    svc.after_start()
+                except Exception as exc:  # any provisioning failure ends the container, with its reason
+                    log(f"{svc.name}: healthy, but provisioning failed: {exc}")
+                    stop(0, None)  # 0: our own decision, not a signal
+                    continue
+                marker.write_text(str(proc.pid))
+                ready = True
+                log(f"{svc.name}: healthy and provisioned")
+            elif time.monotonic() > deadline:
+                log(f"{svc.name}: not healthy after {svc.startup_timeout:.0f}s; stopping it")
+                stop(0, None)
         time.sleep(0.5)
-    try:
-        svc.after_start()
-    except Exception as exc:  # any provisioning failure ends the container, with its reason
-        log(f"{svc.name}: healthy, but provisioning failed: {exc}")
-        _stop(proc, svc.stop_timeout)
-        return 1
-    marker.write_text(str(proc.pid))
-    log(f"{svc.name}: healthy and provisioned")
-    code = proc.wait()
     marker.unlink(missing_ok=True)
-    return code
+    _signal_group(proc, signal.SIGKILL)  # whatever it forked and left behind
+    if stopping:
+        return 128 + stopping[0][0] if stopping[0][0] else 1
+    if not ready:
+        log(f"{svc.name}: exited with {proc.returncode} before it became healthy (its output is above)")
+        return proc.returncode or 1
+    return proc.returncode
 
 
 def healthy(svc: Service) -> bool:
@@ -71,13 +80,6 @@ def healthy(svc: Service) -> bool:
     return ready_marker(svc).exists() and svc.is_healthy()
 
 
-def _stop(proc: subprocess.Popen, timeout: float) -> None:
-    """SIGTERM to the service's process group, SIGKILL after ``timeout``."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+def _signal_group(proc: subprocess.Popen, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signum)

@@ -28,3 +28,15 @@ if ! .venv/bin/pytest -q tests; then
   echo "service logs: .venv/bin/lineage-lab stack logs SERVICE" >&2
   exit 1
 fi
+
+# The Compose deployment (issue 13), where Docker is or can be installed (root): the embedded stack's lineage graph
+# is kept to compare with, and a stack started here is stopped first to free the machine. LINEAGE_LAB_COMPOSE=skip
+# leaves it out.
+if [[ ${LINEAGE_LAB_COMPOSE:-auto} != skip ]] && { command -v docker >/dev/null 2>&1 || [[ $(id -u) -eq 0 ]]; }; then
+  echo "== Compose deployment (infra/compose/test.sh)"
+  .venv/bin/lineage-lab lineage graph >.lab/embedded-graph.json
+  if ((started_here)); then .venv/bin/lineage-lab stack down; fi
+  # its published ports apart from the embedded stack's, which may still be running
+  LINEAGE_LAB_COMPOSE_DAGSTER_PORT=13000 LINEAGE_LAB_COMPOSE_MARQUEZ_WEB_PORT=13001 LINEAGE_LAB_COMPOSE_MARQUEZ_PORT=15000 \
+    LINEAGE_LAB_COMPOSE_FLINK_PORT=18081 LINEAGE_LAB_EMBEDDED_GRAPH=.lab/embedded-graph.json bash infra/compose/test.sh
+fi

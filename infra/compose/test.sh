@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The Compose deployment's test, from cold (its volumes removed first): up.sh builds the image, starts every service
+# in health order and runs the main job through Dagster; then tests/compose runs inside the deployment (a one-off
+# `pipeline` container with the Docker socket, to see the run containers). Torn down at the end, volumes included,
+# unless LINEAGE_LAB_COMPOSE_KEEP=1. LINEAGE_LAB_EMBEDDED_GRAPH: the embedded stack's `lineage-lab lineage graph`,
+# to compare the lineage with.
+set -euo pipefail
+cd "$(dirname "$0")"
+say() { printf '\033[1m[compose test]\033[0m %s\n' "$*"; }
+
+bash ./ensure-docker.sh
+say "removing an earlier deployment and its volumes (a cold start)"
+bash ./down.sh >/dev/null 2>&1 || true
+[[ ${LINEAGE_LAB_COMPOSE_KEEP:-0} == 1 ]] || trap 'say "tearing down"; bash ./down.sh >/dev/null 2>&1 || true' EXIT
+
+bash ./up.sh
+
+extra=()
+if [[ -n ${LINEAGE_LAB_EMBEDDED_GRAPH:-} ]]; then
+  extra=(-v "$(realpath "$LINEAGE_LAB_EMBEDDED_GRAPH"):/tmp/embedded-graph.json:ro"
+    -e LINEAGE_LAB_EMBEDDED_GRAPH=/tmp/embedded-graph.json)
+fi
+say "tests/compose inside the deployment"
+docker-compose run --rm -v /var/run/docker.sock:/var/run/docker.sock -e LINEAGE_LAB_COMPOSE_TEST=1 "${extra[@]}" \
+  pipeline python -m pytest -q -p no:cacheprovider -o addopts="-ra" tests/compose
