@@ -61,7 +61,9 @@ def run_pipeline(settings: StackSettings, orders: int = 200, log: Callable[[str]
     )
 
     log("- wait until iceberg-ingestion has committed them to Iceberg default.orders")
-    table = resources["iceberg"].catalog().load_table(pipeline.dataset("iceberg_orders").symlinks[0].name)
+    # built as Dagster builds it for a run: secrets given as EnvVar resolve to their values
+    with dg.build_resources({"iceberg": resources["iceberg"]}) as built:
+        table = built.iceberg.catalog().load_table(pipeline.dataset("iceberg_orders").symlinks[0].name)
     _wait(
         lambda: _rows_since(table, started) >= orders,
         300,

@@ -4,7 +4,8 @@ Two deployments of the pipeline name the same dataset differently (Kafka ``order
 in the embedded stack and ``kafka://kafka:9092`` in the Compose deployment), but they hold the same lineage when
 their keyed graphs are equal: the same declared datasets with the same fields, the same jobs with the same inputs,
 outputs and processing type, and the same column lineage. Nodes the pipeline does not declare (other teams' jobs,
-test leftovers) and run states (which depend on when one looks) are left out.
+test leftovers), run states (which depend on when one looks) and the columns the identity module declares optional
+(present once the source team has added them: a fact of the data, not of the deployment) are left out.
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ def keyed_graph(pipeline: Pipeline, graph: LineageGraph) -> dict[str, dict]:
     """A JSON-ready dict: ``datasets`` key -> fields, ``jobs`` key -> edges and type, ``columns`` key.col -> sources."""
     dataset_key = {(d.namespace, d.name): key for key, d in pipeline.datasets.items()}
     job_key = {(j.namespace, j.name): key for key, j in pipeline.jobs.items()}
+    optional = {(key, c.name) for key, d in pipeline.datasets.items() for c in d.columns if c.optional}
     datasets = {
-        dataset_key[identity]: dict(sorted(node.fields.items()))
+        key: {field: kind for field, kind in sorted(node.fields.items()) if (key, field) not in optional}
         for identity, node in graph.datasets.items()
-        if identity in dataset_key
+        if (key := dataset_key.get(identity))
     }
     jobs = {
         job_key[identity]: {
@@ -39,6 +41,7 @@ def keyed_graph(pipeline: Pipeline, graph: LineageGraph) -> dict[str, dict]:
         for identity, node in graph.datasets.items()
         if identity in dataset_key
         for column, sources in node.column_sources.items()
+        if (dataset_key[identity], column) not in optional
     }
     return {"datasets": dict(sorted(datasets.items())), "jobs": dict(sorted(jobs.items())), "columns": columns}
 
