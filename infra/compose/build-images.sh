@@ -6,8 +6,9 @@
 #   LINEAGE_LAB_BASE_IMAGE      the FROM image; default debian:bookworm-slim when present or pullable, else the local
 #                               debootstrap image lineage-lab/debian:bookworm (built by build-base-image.sh if missing)
 #   LINEAGE_LAB_EXTRA_CA_CERTS  a PEM bundle (one or many certificates) that the build and the image must trust, e.g.
-#                               a TLS-intercepting proxy's CA: pip, Python and Java (Maven) all trust it. Unset: none.
-#                               Behind such a proxy the host's own bundle works: /etc/ssl/certs/ca-certificates.crt
+#                               a TLS-intercepting proxy's CA: pip, Python and Java (Maven) all trust it. Default: the
+#                               host's own bundle (/etc/ssl/certs/ca-certificates.crt) when it exists, so the build
+#                               trusts what the host trusts; set it empty for none
 #   LINEAGE_LAB_VENDOR_DIR      the vendor root (Marquez where Maven Central lacks it); default ../shared/vendor
 #                               beside the repository, when it exists
 #   DOCKER_BUILDKIT             default 0: the classic builder, which every docker client can drive against Docker
@@ -17,6 +18,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 say() { printf '\033[1m[build-images]\033[0m %s\n' "$*"; }
+# one build at a time: concurrent runs would empty each other's staging folder
+exec 9<infra/compose/Dockerfile
+flock 9
 started=$(date +%s)
 
 # --- staging: extra CA certificates and the vendor folder --------------------------------------------------------
@@ -24,8 +28,10 @@ stage=infra/compose/.build
 rm -rf "$stage"
 mkdir -p "$stage/vendor"
 echo '*' >"$stage/.gitignore"
-if [[ -n ${LINEAGE_LAB_EXTRA_CA_CERTS:-} ]]; then
-  ca=$LINEAGE_LAB_EXTRA_CA_CERTS
+host_bundle=/etc/ssl/certs/ca-certificates.crt
+[[ -r $host_bundle ]] || host_bundle=""
+ca=${LINEAGE_LAB_EXTRA_CA_CERTS-$host_bundle}
+if [[ -n $ca ]]; then
   [[ -r $ca ]] || { echo "LINEAGE_LAB_EXTRA_CA_CERTS=$ca: no readable file" >&2; exit 1; }
   grep -q -- '-----BEGIN CERTIFICATE-----' "$ca" \
     || { echo "LINEAGE_LAB_EXTRA_CA_CERTS=$ca: no PEM certificate in it" >&2; exit 1; }

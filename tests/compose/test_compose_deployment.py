@@ -27,6 +27,7 @@ PROJECT = "lineage-lab"
 MAIN_JOBS = (DEPLOY_JOB, "generate_orders_job", CHECKS_JOB)
 DAGSTER_CONTAINERS = ("dagster-webserver", "dagster-daemon", "dagster-user-code")
 PUBLISHED = {"marquez", "marquez-web", "flink-jobmanager", "dagster-webserver"}
+FINISHED = ("SUCCESS", "FAILURE", "CANCELED")
 RUNS_QUERY = "{ runsOrError(limit: 1000) { ... on Runs { results { runId status jobName } } } }"
 
 
@@ -83,7 +84,9 @@ def test_only_the_uis_and_apis_are_published_and_only_on_loopback(services):
         assert all(b["HostIp"] == "127.0.0.1" for b in bindings), f"{name} binds beyond loopback: {bindings}"
 
 
-def test_each_run_of_the_main_job_ran_in_a_container_of_its_own(client, instance):
+def test_each_run_of_the_main_job_ran_in_a_container_of_its_own(client, instance, services):
+    code_server_env = dict(e.split("=", 1) for e in services["dagster-user-code"].attrs["Config"]["Env"])
+    image = code_server_env["DAGSTER_CURRENT_IMAGE"]
     containers = client.containers.list(all=True, filters={"label": "dagster/run_id"})
     by_run = {c.labels["dagster/run_id"]: c for c in containers}
     assert len(by_run) == len(containers), "two containers carry the same run id"
@@ -95,7 +98,7 @@ def test_each_run_of_the_main_job_ran_in_a_container_of_its_own(client, instance
         container = by_run.get(run.run_id)
         assert container is not None, f"run {run.run_id} of {job} has no container labelled with its run id"
         assert container.labels["dagster/job_name"] == job
-        assert container.image.tags == [os.environ["DAGSTER_CURRENT_IMAGE"]]
+        assert container.attrs["Config"]["Image"] == image, "not started from the user-code server's image"
         assert container.attrs["State"]["ExitCode"] == 0
     # every run Dagster launched (sensor runs of supplier_stats included) went through DockerRunLauncher
     launched = {r.run_id for r in runs if r.status != dg.DagsterRunStatus.QUEUED}
@@ -144,4 +147,6 @@ def test_run_records_survive_a_restart_of_the_dagster_containers(services, setti
         for name in DAGSTER_CONTAINERS:
             services[name].reload()
     assert after, "the webserver did not answer within 4 min of the restart"
-    assert {run: before[run] for run in before} == {run: after.get(run) for run in before}
+    assert set(before) <= set(after), f"runs lost: {sorted(set(before) - set(after))}"
+    finished = {run: status for run, status in before.items() if status in FINISHED}
+    assert finished == {run: after[run] for run in finished}
