@@ -34,15 +34,17 @@ def keyed_graph(pipeline: Pipeline, graph: LineageGraph) -> dict[str, dict]:
         for identity, node in graph.jobs.items()
         if identity in job_key
     }
-    columns = {
-        f"{dataset_key[identity]}.{column}": sorted(
-            f"{dataset_key[source]}.{field}" for source, field in sources if source in dataset_key
-        )
-        for identity, node in graph.datasets.items()
-        if identity in dataset_key
-        for column, sources in node.column_sources.items()
-        if (dataset_key[identity], column) not in optional
-    }
+    columns: dict[str, list[str]] = {}
+    for identity, node in graph.datasets.items():
+        key = dataset_key.get(identity)
+        for column, sources in node.column_sources.items() if key else ():
+            read = sorted(
+                f"{dataset_key[source]}.{field}"
+                for source, field in sources
+                if source in dataset_key and (dataset_key[source], field) not in optional
+            )
+            if read and (key, column) not in optional:  # an edge from an optional column only is optional too
+                columns[f"{key}.{column}"] = read
     return {"datasets": dict(sorted(datasets.items())), "jobs": dict(sorted(jobs.items())), "columns": columns}
 
 

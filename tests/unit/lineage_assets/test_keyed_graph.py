@@ -29,6 +29,10 @@ def graph_of(pipeline: Pipeline, with_optional: bool = False, drop_edge: bool = 
         node.outputs = {(pipeline.datasets[k].namespace, pipeline.datasets[k].name) for k in job.outputs}
         graph.jobs[node.identity] = node
     orders = pipeline.dataset("kafka_orders")
+    iceberg = graph.datasets[(pipeline.dataset("iceberg_orders").namespace, pipeline.dataset("iceberg_orders").name)]
+    iceberg.column_sources["item"] = {((orders.namespace, orders.name), "item")}
+    if with_optional:  # once the source has the optional column, the table's own column is read from it
+        iceberg.column_sources["currency"] = {((orders.namespace, orders.name), "currency")}
     graph.jobs[("another-team", "reader")] = JobNode(
         ("another-team", "reader"), inputs={(orders.namespace, orders.name)}
     )
@@ -54,6 +58,7 @@ def test_optional_columns_and_foreign_jobs_do_not_count():
     keyed = keyed_graph(EMBEDDED, graph_of(EMBEDDED, with_optional=True))
     assert differences(keyed, keyed_graph(COMPOSE, graph_of(COMPOSE))) == []
     assert "currency" not in keyed["datasets"]["kafka_orders"]
+    assert keyed["columns"] == {"iceberg_orders.item": ["kafka_orders.item"]}
     assert all(not job.startswith("another-team") for job in keyed["jobs"])
 
 
