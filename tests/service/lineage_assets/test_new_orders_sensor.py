@@ -60,11 +60,14 @@ def test_new_orders_request_exactly_their_days_once(settings, pipeline, deployed
 
         now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
         today, yesterday = now.date(), (now - dt.timedelta(days=1)).date()
+        # bid times that are plausible at any hour (the valid-order rule dead-letters an order more than
+        # order_max_future_s ahead): a day ago, and a moment ago but not before today's midnight
+        bid_times = {
+            yesterday: now - dt.timedelta(days=1),
+            today: max(dt.datetime.combine(today, dt.time(0)), now - dt.timedelta(seconds=30)),
+        }
         ids = [f"sensor-{uuid.uuid4()}" for _ in range(6)]
-        rows = [
-            (i, "Alice", "Lamp", "12.50", dt.datetime.combine(d, dt.time(12)))
-            for i, d in zip(ids, [yesterday, today] * 3, strict=True)
-        ]
+        rows = [(i, "Alice", "Lamp", "12.50", bid_times[d]) for i, d in zip(ids, [yesterday, today] * 3, strict=True)]
         with defs.resources["source_db"].connect() as conn:
             ensure_table(conn)
             with conn.cursor() as cur:
