@@ -38,5 +38,5 @@ if [[ ${LINEAGE_LAB_COMPOSE:-auto} != skip ]] && { command -v docker >/dev/null 
   if ((started_here)); then .venv/bin/lineage-lab stack down; fi
   # its published ports apart from the embedded stack's, which may still be running
   LINEAGE_LAB_COMPOSE_DAGSTER_PORT=13000 LINEAGE_LAB_COMPOSE_MARQUEZ_WEB_PORT=13001 LINEAGE_LAB_COMPOSE_MARQUEZ_PORT=15000 \
-    LINEAGE_LAB_COMPOSE_FLINK_PORT=18081 LINEAGE_LAB_EMBEDDED_GRAPH=.lab/embedded-graph.json bash infra/compose/test.sh
+    LINEAGE_LAB_COMPOSE_FLINK_PORT=18081 LINEAGE_LAB_EMBEDDED_GRAPH="$PWD/.lab/embedded-graph.json" bash infra/compose/test.sh
 fi

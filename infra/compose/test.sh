@@ -5,6 +5,14 @@
 # unless LINEAGE_LAB_COMPOSE_KEEP=1. LINEAGE_LAB_EMBEDDED_GRAPH: the embedded stack's `lineage-lab lineage graph`,
 # to compare the lineage with.
 set -euo pipefail
+# a relative LINEAGE_LAB_EMBEDDED_GRAPH is relative to where the script was called from, not to infra/compose
+embedded_graph=""
+if [[ -n ${LINEAGE_LAB_EMBEDDED_GRAPH:-} ]]; then
+  embedded_graph=$(realpath -e "$LINEAGE_LAB_EMBEDDED_GRAPH") || {
+    echo "LINEAGE_LAB_EMBEDDED_GRAPH=$LINEAGE_LAB_EMBEDDED_GRAPH: no such file; write it with \`lineage-lab lineage graph > FILE\` on the embedded stack, or unset it" >&2
+    exit 2
+  }
+fi
 cd "$(dirname "$0")"
 say() { printf '\033[1m[compose test]\033[0m %s\n' "$*"; }
 
@@ -16,8 +24,8 @@ bash ./down.sh >/dev/null 2>&1 || true
 bash ./up.sh
 
 extra=()
-if [[ -n ${LINEAGE_LAB_EMBEDDED_GRAPH:-} ]]; then
-  extra=(-v "$(realpath "$LINEAGE_LAB_EMBEDDED_GRAPH"):/tmp/embedded-graph.json:ro"
+if [[ -n $embedded_graph ]]; then
+  extra=(-v "$embedded_graph:/tmp/embedded-graph.json:ro"
     -e LINEAGE_LAB_EMBEDDED_GRAPH=/tmp/embedded-graph.json)
 fi
 say "tests/compose inside the deployment"
