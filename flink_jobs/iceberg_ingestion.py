@@ -1,7 +1,9 @@
 """iceberg-ingestion: Kafka `orders` (Confluent-wire Avro) -> Iceberg `default.orders`, bad records -> Kafka DLQ.
 
 The value is read as raw BYTES (never with 'avro-confluent', which fails the job on a poison record) and decoded
-by a Python table function: one output row per input record, either a good order or an error reason. A statement
+by the JVM table function `decode_order` of the order-functions module (flink_jobs/order-functions, shipped with
+the job; the one valid-order rule is in there): one output row per input record, either a good order or an error
+reason. This script only defines, configures and submits the job. A statement
 set writes good rows to Iceberg (commits on checkpoints, exactly-once) and bad rows, with the raw bytes, key,
 partition and offset, to the DLQ topic (Kafka transactions, exactly-once). decodable-in = out + dead-lettered.
 
@@ -13,40 +15,14 @@ Configuration (job arguments, all optional): --bootstrap, --registry (ccompat ba
 from __future__ import annotations
 
 import argparse
-from decimal import Decimal
 
 import connections
-from orders_codec import BadRecord, RegistrySchemas, decode_order
-from pyflink.table import DataTypes, EnvironmentSettings, TableEnvironment
-from pyflink.table.udf import TableFunction, udtf
-from valid_order import OrderRule
+from pyflink.java_gateway import get_gateway
+from pyflink.table import EnvironmentSettings, TableEnvironment
 
 ROW_FIELDS = ["order_id", "supplier", "item", "price", "bid_time", "currency", "error"]
 #: the table's columns this job writes, in the order of the SELECT below
 TABLE_COLUMNS = ["order_id", "item", "price", "supplier", "bid_time", "currency"]
-
-
-class DecodeOrder(TableFunction):
-    """value BYTES -> exactly one row (order_id, supplier, item, price, bid_time, currency, error); error is NULL
-    for a good order, else the reason (and the order fields are NULL). currency is NULL in records written before
-    the source had it."""
-
-    def __init__(self, registry_url: str, rule: OrderRule, registry_user_info: str = ""):
-        self.registry_url = registry_url
-        self.rule = rule
-        self.registry_user_info = registry_user_info
-
-    def open(self, function_context):
-        self._schemas = RegistrySchemas(self.registry_url, user_info=self.registry_user_info)
-
-    def eval(self, value):
-        try:
-            order = decode_order(value, self._schemas, self.rule)  # the rule holds the price to DECIMAL(10,2)
-        except BadRecord as bad:
-            yield None, None, None, None, None, None, str(bad)[:1000]
-            return
-        price_text = str(order.price.quantize(Decimal("0.01")))
-        yield order.order_id, order.supplier, order.item, price_text, order.bid_time, order.currency, None
 
 
 def main() -> None:
@@ -62,8 +38,8 @@ def main() -> None:
     p.add_argument("--group-id", default="iceberg-ingestion")
     p.add_argument("--table", default="default.orders")
     p.add_argument("--dlq-max-bytes", type=int, default=4 * 1024 * 1024, help="largest dead letter the job sends")
-    p.add_argument("--max-future-s", type=int, default=OrderRule.max_future_s, help="plausibility window ahead")
-    p.add_argument("--max-past-s", type=int, default=OrderRule.max_past_s, help="plausibility window behind")
+    p.add_argument("--max-future-s", type=int, required=True, help="plausibility window ahead of processing time")
+    p.add_argument("--max-past-s", type=int, required=True, help="plausibility window behind processing time")
     p.add_argument("--version", default="dev", help="deployment version, readable in the job's config over REST")
     a, _ = p.parse_known_args()
 
@@ -74,23 +50,14 @@ def main() -> None:
     conf.set("execution.checkpointing.mode", "EXACTLY_ONCE")
     conf.set("execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION")
     conf.set("table.local-time-zone", "UTC")
+    conf.set("pipeline.object-reuse", "true")  # the JVM table function builds a new row per record
     conf.set("pipeline.global-job-parameters", f"lineage-lab.version:{a.version}")
 
-    t_env.create_temporary_function(
-        "decode_order",
-        udtf(
-            DecodeOrder(a.registry, OrderRule(a.max_future_s, a.max_past_s), connections.registry_user_info()),
-            result_types=[
-                DataTypes.STRING(),
-                DataTypes.STRING(),
-                DataTypes.STRING(),
-                DataTypes.STRING(),
-                DataTypes.TIMESTAMP(3),
-                DataTypes.STRING(),
-                DataTypes.STRING(),
-            ],
-        ),
-    )
+    orders = get_gateway().jvm.lab.lineage.orders  # the order-functions module
+    decode = orders.DecodeSettings(a.registry, connections.registry_user_info(), a.max_future_s, a.max_past_s)
+    # registered as an instance: its settings (registry credentials among them) travel inside the function, never
+    # in the job's visible configuration
+    t_env._j_tenv.createTemporarySystemFunction("decode_order", orders.flink.DecodeOrderFunction(decode))
 
     t_env.execute_sql(f"""
         CREATE TEMPORARY TABLE orders_raw (
@@ -154,7 +121,7 @@ def main() -> None:
     stmts = t_env.create_statement_set()
     stmts.add_insert_sql(f"""
         INSERT INTO lakehouse.`{ns}`.`{tbl}` ({", ".join(TABLE_COLUMNS)})
-        SELECT order_id, item, CAST(price AS DECIMAL(10, 2)), supplier, CAST(bid_time AS TIMESTAMP(6)), currency
+        SELECT order_id, item, price, supplier, CAST(bid_time AS TIMESTAMP(6)), currency
         FROM decoded WHERE error IS NULL""")
     stmts.add_insert_sql(f"""
         INSERT INTO orders_dlq

@@ -11,15 +11,20 @@ from infra.services.iceberg_catalog import CATALOG_NAME, catalog_credentials
 from infra.settings import StackSettings
 
 BUNDLE = "spark-jars"
+#: the one valid-order rule (OrderRule), which the Spark job calls for its rejected-order count
+ORDER_RULE_BUNDLE = "flink-order-functions"
 
 
 def spark_jars(settings: StackSettings) -> list[Path]:
-    bundle = load_manifest()[BUNDLE]
-    if not is_resolved(settings.jars_dir, bundle):
-        raise ArtifactError(
-            f"Spark's jars are not resolved in {settings.jars_dir}; run `lineage-lab artifacts resolve`"
-        )
-    return sorted(bundle_dir(settings.jars_dir, BUNDLE).glob("*.jar"))
+    manifest = load_manifest()
+    jars: list[Path] = []
+    for name in (BUNDLE, ORDER_RULE_BUNDLE):
+        if not is_resolved(settings.jars_dir, manifest[name]):
+            raise ArtifactError(
+                f"Spark's jars ({name}) are not resolved in {settings.jars_dir}; run `lineage-lab artifacts resolve`"
+            )
+        jars += sorted(bundle_dir(settings.jars_dir, name).glob("*.jar"))
+    return jars
 
 
 def secret_conf(access_key: str, secret_key: str, catalog_token: str = "", catalog_credential: str = "") -> dict:

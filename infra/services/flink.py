@@ -28,6 +28,8 @@ from infra.services.base import Launch, Service, ServiceError, render_text
 from infra.settings import StackSettings
 
 BUNDLE = "flink-jars"
+#: the jobs' own JVM code (flink_jobs/order-functions), uploaded with each job
+ORDER_FUNCTIONS_BUNDLE = "flink-order-functions"
 OPENLINEAGE_NAMESPACE = "lineage-lab"
 
 
@@ -202,7 +204,7 @@ def rest_overview(settings: StackSettings) -> dict | None:
 
 class FlinkJobManager(Service):
     name = "flink-jobmanager"
-    bundles = (BUNDLE,)
+    bundles = (BUNDLE, ORDER_FUNCTIONS_BUNDLE)
     startup_timeout = 120.0
 
     @property
@@ -222,7 +224,7 @@ class FlinkJobManager(Service):
 
 class FlinkTaskManager(Service):
     name = "flink-taskmanager"
-    bundles = (BUNDLE,)
+    bundles = (BUNDLE, ORDER_FUNCTIONS_BUNDLE)
     startup_timeout = 120.0
 
     @property
@@ -267,18 +269,29 @@ def job_jars(settings: StackSettings) -> list[Path]:
     return [jar for jar in connector_jars(settings) if not jar.name.startswith("openlineage-flink")]
 
 
+def order_functions_jar(settings: StackSettings) -> Path | None:
+    """The jobs' own JVM code, the ``flink-order-functions`` bundle (built by Maven from flink_jobs/order-functions);
+    None while it is not built."""
+    return next(iter(sorted(bundle_dir(settings.jars_dir, ORDER_FUNCTIONS_BUNDLE).glob("order-functions-*.jar"))), None)
+
+
 def job_jar_archive(settings: StackSettings) -> Path:
-    """One jar holding ``job_jars`` under lib/, for ``flink run -j``: the CLI extracts the jars of a job jar's lib/
-    and uploads each with the job. (Flink 2.0's CLI replaces ``pipeline.jars`` by the job jar and its lib/ for a
-    Python job, so ``-D pipeline.jars=...`` never reaches the cluster.) Rebuilt when the bundle changes."""
+    """One jar holding ``job_jars`` and the order functions under lib/, for ``flink run -j``: the CLI extracts the
+    jars of a job jar's lib/ and uploads each with the job. (Flink 2.0's CLI replaces ``pipeline.jars`` by the job
+    jar and its lib/ for a Python job, so ``-D pipeline.jars=...`` never reaches the cluster.) Rebuilt when a jar
+    changes."""
     import zipfile
 
     jars = job_jars(settings)
+    functions = order_functions_jar(settings)
+    jars += [functions] if functions else []
     archive = settings.home / "flink-client" / "job-jars.jar"
-    wanted = {f"lib/{jar.name}": jar.stat().st_size for jar in jars}
+    # size and CRC: a rebuilt order-functions jar may keep its name and its size
+    wanted = {f"lib/{jar.name}": (jar.stat().st_size, _crc32(jar)) for jar in jars}
     try:
         with zipfile.ZipFile(archive) as existing:
-            if {i.filename: i.file_size for i in existing.infolist() if i.filename.startswith("lib/")} == wanted:
+            held = {i.filename: (i.file_size, i.CRC) for i in existing.infolist() if i.filename.startswith("lib/")}
+            if held == wanted:
                 return archive
     except (OSError, zipfile.BadZipFile):
         pass
@@ -290,6 +303,16 @@ def job_jar_archive(settings: StackSettings) -> Path:
             out.write(jar, f"lib/{jar.name}")
     partial.replace(archive)
     return archive
+
+
+def _crc32(path: Path) -> int:
+    import zlib
+
+    crc = 0
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            crc = zlib.crc32(chunk, crc)
+    return crc
 
 
 def client_conf_dir(settings: StackSettings) -> Path:

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import requests
 
-from infra.services.flink import flink_cli, job_jar_archive, job_jars
+from infra.services.flink import flink_cli, job_jar_archive, job_jars, order_functions_jar
 from infra.settings import StackSettings
 
 ACTIVE = ("CREATED", "INITIALIZING", "RUNNING", "RESTARTING", "RECONCILING")
@@ -124,16 +124,26 @@ class FlinkClient:
         """Submit a PyFlink script detached (from a savepoint if given), shipping ``py_files`` (modules the
         script imports) to the cluster's Python workers, and the connector jars to a cluster other than the
         stack's; ``env`` reaches the script's driver (secrets). Returns the job id Flink prints."""
-        restore = ["-s", savepoint] if savepoint else []
+        # -n: state of an operator the new version no longer has (e.g. the Python operators of the jobs before
+        # their per-record path moved to the JVM) is dropped instead of refusing the upgrade; the Kafka sources
+        # fall back to the offsets their group committed at the last checkpoint
+        restore = ["-s", savepoint, "-n"] if savepoint else []
         ship = ["-pyfs", ",".join(py_files)] if py_files else []
-        upload = []
+        functions = order_functions_jar(self.settings)
+        if functions is None:
+            raise FlinkError(
+                "the jobs' JVM functions are not built; run `lineage-lab artifacts resolve flink-order-functions` "
+                "(Maven builds flink_jobs/order-functions) so they can be uploaded with the job"
+            )
+        upload = ["-j", str(functions)]  # the stack's cluster has the connectors in lib/
         if self.settings.external_flink:
             if not job_jars(self.settings):
                 raise FlinkError(
                     "the Flink connector jars are not resolved; run `lineage-lab artifacts resolve flink-jars` so "
                     "they can be uploaded with the job"
                 )
-            # a job jar whose lib/ holds the connectors: the CLI uploads each (-D pipeline.jars would be dropped)
+            # a job jar whose lib/ holds the connectors and the functions: the CLI uploads each (-D pipeline.jars
+            # would be dropped)
             upload = ["-j", str(job_jar_archive(self.settings))]
         result = flink_cli(
             self.settings, "run", "-d", *upload, *restore, *ship, "-py", script, *args, timeout=timeout, env=env

@@ -13,6 +13,8 @@ from pathlib import Path
 import dagster as dg
 
 from flink_jobs import connections
+from infra.artifacts import load_manifest
+from infra.services.flink import ORDER_FUNCTIONS_BUNDLE
 from infra.settings import REPO_ROOT, StackSettings
 from lineage_assets.flink.client import FlinkClient
 from lineage_assets.kafka.connection import KafkaConnection
@@ -21,8 +23,8 @@ from lineage_assets.lineage.events import DagsterRun
 from lineage_assets.resources import IcebergResource, KafkaResource
 
 JOBS_DIR = REPO_ROOT / "flink_jobs"
-#: modules the job scripts import, shipped to the cluster's Python workers with every submission
-SHARED_MODULES = (JOBS_DIR / "orders_codec.py", JOBS_DIR / "valid_order.py", JOBS_DIR / "connections.py")
+#: modules the job scripts import, shipped with every submission
+SHARED_MODULES = (JOBS_DIR / "connections.py",)
 VERSION_PARAMETER = "lineage-lab.version"
 
 
@@ -32,10 +34,12 @@ class FlinkJobSpec:
     script: Path
 
     def version(self, settings: str) -> str:
-        """What a deployment is: the job's code, the modules it imports and its settings."""
+        """What a deployment is: the job's code, the modules it imports, its JVM functions (the sources the
+        flink-order-functions bundle is built from) and its settings."""
         digest = hashlib.sha256()
         for path in (self.script, *SHARED_MODULES):
             digest.update(path.read_bytes())
+        digest.update(load_manifest()[ORDER_FUNCTIONS_BUNDLE].fingerprint.encode())
         digest.update(settings.encode())
         return digest.hexdigest()[:12]
 
@@ -86,7 +90,7 @@ def ensure_dead_letter_topic(bootstrap: KafkaConnection | str, source_topic: str
 
 
 def order_rule_args(settings: StackSettings) -> list[str]:
-    """The valid-order rule's settings, the same for both jobs (flink_jobs/valid_order.py)."""
+    """The valid-order rule's settings, the same for both jobs (OrderRule of flink_jobs/order-functions)."""
     return ["--max-future-s", str(settings.order_max_future_s), "--max-past-s", str(settings.order_max_past_s)]
 
 

@@ -46,6 +46,9 @@ CONSUMER_GROUP = "supplier-stats"
 
 class SupplierStatsConfig(dg.Config):
     checkpoint_interval_ms: int = 10_000  # output is transactional: windows become readable at each checkpoint
+    #: subtasks of every operator; event time is kept per partition inside the source whatever this is, so more
+    #: only pays when there are more cores than the 2 of the embedded stack's machine
+    parallelism: int = 1
     #: a savepoint to start from when the job does not run on this cluster, e.g. one taken on another cluster the job
     #: moves from (`flink stop` there); ignored while the job runs here (it keeps its own state)
     restore_from: str = ""
@@ -90,7 +93,9 @@ def build_supplier_stats_stream_asset(pipeline: Pipeline, settings: StackSetting
             raise dg.Failure(str(exc)) from exc
         client = flink.client(settings)
         settings_text = " ".join([*order_rule_args(settings), *dlq_args])
-        version = SPEC.version(f"{config.checkpoint_interval_ms}|{partitions}|{settings_text}")
+        if config.parallelism < 1:
+            raise dg.Failure(f"parallelism must be 1 or more, got {config.parallelism}")
+        version = SPEC.version(f"{config.checkpoint_interval_ms}|{config.parallelism}|{settings_text}")
         unchanged, savepoint = check_running(context, client, SPEC, version, config.restore_from)
         if unchanged is not None:
             return unchanged_result(unchanged)
@@ -102,7 +107,7 @@ def build_supplier_stats_stream_asset(pipeline: Pipeline, settings: StackSetting
         mark = listener.mark()
         args = [
             *("--bootstrap", kafka.connection().bootstrap, "--registry", kafka.schema_registry_url),
-            *("--source-topic", source_topic, "--source-parallelism", str(partitions)),
+            *("--source-topic", source_topic, "--parallelism", str(config.parallelism)),
             *("--sink-topic", output_topic.name, "--dlq-topic", DLQ_TOPIC.name, "--group-id", CONSUMER_GROUP),
             *("--checkpoint-interval-ms", str(config.checkpoint_interval_ms)),
             *order_rule_args(settings),
@@ -144,7 +149,7 @@ def build_supplier_stats_stream_asset(pipeline: Pipeline, settings: StackSetting
                 "deployment": deployment_text(version, savepoint),
                 "openlineage/run_id": run_id,
                 "openlineage/start_sent_by": started_by,
-                "source_parallelism": partitions,
+                "parallelism": config.parallelism,
                 "schema_compatibility": f"{subject_of(output_topic.name)}: {compatibility}",
                 "dead_letter_topic": DLQ_TOPIC.name,
             }

@@ -3,7 +3,6 @@ written to Iceberg default.supplier_stats. Daily partitions: materializing a day
 
 import dagster as dg
 
-from flink_jobs.valid_order import spark_valid
 from infra.services.iceberg_catalog import CATALOG_NAME
 from lineage_assets.freshness import daily_batch
 from lineage_assets.lineage.dagster_runs import dagster_parent_run
@@ -45,12 +44,25 @@ def day_orders(spark, table: str, day: str):
     )
 
 
-def aggregate(orders):
-    """Hourly totals per supplier of the valid orders (the clock-free part of the one rule, flink_jobs/valid_order.py);
-    the caller counts the others."""
+#: the one rule for a valid order, in the JVM (flink_jobs/order-functions): its clock-free part, for stored rows
+ORDER_RULE = "lab.lineage.orders.OrderRule"
+
+
+def rule_reason():
+    """Why a stored order breaks the one rule, '' for a valid one: the rule's own code, called per row."""
     from pyspark.sql import functions as F
 
-    valid = orders.where(spark_valid(F))
+    return F.expr(
+        f"java_method('{ORDER_RULE}', 'storedRowRejection', order_id, supplier, CAST(price AS STRING), "
+        "CAST(bid_time AS STRING))"
+    )
+
+
+def aggregate(orders):
+    """Hourly totals per supplier of the valid orders (``rule_reason`` empty); the caller counts the others."""
+    from pyspark.sql import functions as F
+
+    valid = orders.where(rule_reason() == "")
     return valid.groupBy(
         F.col("supplier"),
         F.to_date("bid_time").alias("bid_date"),
@@ -105,7 +117,7 @@ def build_supplier_stats_asset(pipeline: Pipeline) -> dg.AssetsDefinition:
                     )
                 session.sql(CREATE_TARGET.format(table=target_table))
                 orders = day_orders(session, source_table, day)
-                rejected = orders.where(~spark_valid(F)).count()
+                rejected = orders.where(rule_reason() != "").count()
                 stats = aggregate(orders)
                 stats.writeTo(target_table).overwrite(F.col("bid_date") == F.lit(day).cast("date"))
                 app_id = session.sparkContext.applicationId

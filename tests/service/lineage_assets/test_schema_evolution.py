@@ -21,7 +21,6 @@ from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext
 from pyiceberg.expressions import EqualTo
 
-from flink_jobs.orders_codec import RegistrySchemas, decode_order
 from lineage_assets.definitions import defs
 from lineage_assets.lineage.marquez import MarquezClient
 from lineage_assets.source.schema_guard import FUNCTION_PREFIX
@@ -165,14 +164,17 @@ def test_every_order_reaches_iceberg_once_with_its_currency(settings, pipeline, 
 
 def test_every_order_is_in_kafka_once_and_the_new_version_carries_currency(settings, changed):
     supplier, written, _ = changed
-    schemas = RegistrySchemas(settings.schema_registry_url)
+    deserialize = AvroDeserializer(SchemaRegistryClient({"url": settings.schema_registry_url}))
+    ctx = SerializationContext("orders", MessageField.VALUE)
 
     def want(msg):
         try:
-            order = decode_order(msg.value(), schemas)
-        except ValueError:
+            order = deserialize(msg.value(), ctx)
+        except Exception:  # the poison other tests left in the topic
             return None
-        return (order.order_id, order.currency) if order.supplier == supplier else None
+        if not isinstance(order, dict) or order.get("supplier") != supplier:
+            return None
+        return order["order_id"], order.get("currency")
 
     found = wait_for("kafka", lambda: read_topic(settings, "orders", want), lambda f: len(f) >= len(written))
     counts = collections.Counter(order_id for order_id, _ in found)

@@ -141,13 +141,16 @@ def test_the_cli_targets_an_external_cluster_with_m_and_a_client_only_config(tmp
     assert (tmp_path / "flink-client" / "conf" / "log4j-cli.properties").exists()
 
 
-def test_the_job_jar_archive_holds_the_connectors_under_lib_but_not_the_listener(tmp_path, monkeypatch):
+def test_the_job_jar_archive_holds_connectors_and_functions_under_lib_but_not_the_listener(tmp_path, monkeypatch):
     import zipfile
 
     bundle = tmp_path / "jars" / "flink-jars"
     bundle.mkdir(parents=True)
     for name in ("flink-sql-connector-kafka.jar", "iceberg-flink-runtime.jar", "openlineage-flink-1.53.0.jar"):
         (bundle / name).write_bytes(name.encode())
+    functions = tmp_path / "jars" / "flink-order-functions" / "order-functions-0.1.0.jar"
+    functions.parent.mkdir(parents=True)
+    functions.write_bytes(b"rule v1")
     monkeypatch.setenv("LINEAGE_LAB_JARS_DIR", str(tmp_path / "jars"))
     settings = StackSettings(home=tmp_path / "lab")
     archive = flink.job_jar_archive(settings)
@@ -156,6 +159,7 @@ def test_the_job_jar_archive_holds_the_connectors_under_lib_but_not_the_listener
             "META-INF/MANIFEST.MF",
             "lib/flink-sql-connector-kafka.jar",
             "lib/iceberg-flink-runtime.jar",
+            "lib/order-functions-0.1.0.jar",
         ]
         assert jar.read("lib/iceberg-flink-runtime.jar") == b"iceberg-flink-runtime.jar"
     built = archive.stat().st_mtime_ns
@@ -163,4 +167,7 @@ def test_the_job_jar_archive_holds_the_connectors_under_lib_but_not_the_listener
     (bundle / "iceberg-flink-runtime.jar").write_bytes(b"a newer version")
     with zipfile.ZipFile(flink.job_jar_archive(settings)) as jar:
         assert jar.read("lib/iceberg-flink-runtime.jar") == b"a newer version"
+    functions.write_bytes(b"rule v2")  # rebuilt: same name, same size
+    with zipfile.ZipFile(flink.job_jar_archive(settings)) as jar:
+        assert jar.read("lib/order-functions-0.1.0.jar") == b"rule v2"
     assert flink.flink_env(StackSettings(home=tmp_path))["AWS_REQUEST_CHECKSUM_CALCULATION"] == "when_required"

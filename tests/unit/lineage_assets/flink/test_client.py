@@ -1,5 +1,5 @@
-"""What the Flink client hands Flink's CLI (no cluster): the connector jars uploaded with a job for any cluster but
-the stack's, the savepoint to restore, and the savepoint a stop reports."""
+"""What the Flink client hands Flink's CLI (no cluster): the jobs' JVM functions uploaded with every job, the
+connector jars too for any cluster but the stack's, the savepoint to restore, and the savepoint a stop reports."""
 
 import subprocess
 from pathlib import Path
@@ -26,6 +26,7 @@ def cli(monkeypatch):
     jars = [Path("/jars/flink-sql-connector-kafka.jar"), Path("/jars/iceberg-flink-runtime.jar")]
     monkeypatch.setattr(client_module, "job_jars", lambda settings: jars)
     monkeypatch.setattr(client_module, "job_jar_archive", lambda settings: Path("/lab/flink-client/job-jars.jar"))
+    monkeypatch.setattr(client_module, "order_functions_jar", lambda settings: Path("/jars/order-functions-0.1.0.jar"))
     return calls
 
 
@@ -38,14 +39,22 @@ def test_an_external_cluster_gets_the_connector_jars_uploaded_with_the_job(cli):
     assert args[args.index("-j") + 1] == "/lab/flink-client/job-jars.jar", "a job jar whose lib/ the CLI uploads"
     assert "-D" not in args, "Flink's CLI drops pipeline.jars for a Python job"
     assert args[args.index("-s") + 1] == "file:/s"
+    assert "-n" in args, "state of operators a new version dropped does not block the upgrade"
     assert args[args.index("-pyfs") + 1] == "/jobs/a.py,/jobs/b.py"
     assert args[-4:] == ["-py", "/jobs/job.py", "--x", "1"]
 
 
-def test_the_stack_cluster_has_the_jars_in_lib_and_gets_none_uploaded(cli):
+def test_the_stack_cluster_has_the_connectors_in_lib_and_gets_only_the_functions_uploaded(cli):
     FlinkClient(StackSettings()).submit_python("/jobs/job.py")
     ((_, args, _),) = cli
-    assert "-j" not in args and "-s" not in args
+    assert args[args.index("-j") + 1] == "/jars/order-functions-0.1.0.jar"
+    assert "-s" not in args and "-n" not in args
+
+
+def test_unbuilt_functions_are_a_clear_error(cli, monkeypatch):
+    monkeypatch.setattr(client_module, "order_functions_jar", lambda settings: None)
+    with pytest.raises(FlinkError, match="artifacts resolve flink-order-functions"):
+        FlinkClient(StackSettings()).submit_python("/jobs/job.py")
 
 
 def test_an_external_cluster_without_resolved_jars_is_a_clear_error(cli, monkeypatch):
