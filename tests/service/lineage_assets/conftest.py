@@ -25,6 +25,8 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
+from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.table import Table
 
 from infra.services.dagster import DagsterDev
 from infra.services.iceberg_catalog import load_catalog
@@ -47,6 +49,23 @@ ORDERS_ARROW = pa.schema(
         ("bid_time", pa.timestamp("us")),
     ]
 )
+
+
+def commit_retrying(table: Table, change: Callable[[Table], object], attempts: int = 5) -> None:
+    """Apply a pyiceberg write (append, delete) to a table that iceberg-ingestion also commits to every checkpoint.
+
+    Iceberg commits are optimistic: ours fails with a 409 when the job committed since the table was loaded. A 409
+    means nothing of ours was committed, so the write is redone on the refreshed table, as Iceberg's own writers do.
+    """
+    for attempt in range(1, attempts + 1):
+        try:
+            change(table)
+            return
+        except CommitFailedException:
+            if attempt == attempts:
+                raise
+            table.refresh()
+
 
 #: OpenLineage job namespace of tests that make the pipeline's jobs fail or stop on purpose: their runs go to
 #: Marquez beside the pipeline's jobs, never on top of them

@@ -22,7 +22,7 @@ from lineage_assets.lineage.identity import DAGSTER_JOB, Pipeline
 from lineage_assets.lineage.identity import SPARK_SUPPLIER_STATS_JOB as SPARK_JOB
 from lineage_assets.resources import LineageResource, build_resources
 from lineage_assets.spark.supplier_stats import build_supplier_stats_asset
-from tests.service.lineage_assets.conftest import ORDERS_ARROW, new_orders_sensor_paused
+from tests.service.lineage_assets.conftest import ORDERS_ARROW, commit_retrying, new_orders_sensor_paused
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -44,12 +44,13 @@ def orders_table(settings, pipeline, days):
     table, _ = ensure_orders_table(load_catalog(settings), target.symlinks[0].name, target)
     start = dt.datetime.combine(days[0], dt.time())
     end = start + dt.timedelta(days=2)
-    table.delete(And(GreaterThanOrEqual("bid_time", start.isoformat()), LessThan("bid_time", end.isoformat())))
+    window = And(GreaterThanOrEqual("bid_time", start.isoformat()), LessThan("bid_time", end.isoformat()))
+    commit_retrying(table, lambda t: t.delete(window))
     return table
 
 
 def write_orders(table, rows) -> None:
-    table.append(pa.Table.from_pylist(rows, schema=ORDERS_ARROW))
+    commit_retrying(table, lambda t: t.append(pa.Table.from_pylist(rows, schema=ORDERS_ARROW)))
 
 
 def known_orders(days, n=300, seed=11):

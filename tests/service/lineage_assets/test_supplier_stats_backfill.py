@@ -24,7 +24,7 @@ from lineage_assets.flink.tables import ensure_orders_table
 from lineage_assets.lineage.identity import DAGSTER_JOB
 from lineage_assets.lineage.marquez import MarquezClient
 from lineage_assets.metadata import asset_key
-from tests.service.lineage_assets.conftest import ORDERS_ARROW, new_orders_sensor_paused
+from tests.service.lineage_assets.conftest import ORDERS_ARROW, commit_retrying, new_orders_sensor_paused
 
 DAYS = 7
 LAUNCH = """
@@ -139,8 +139,8 @@ def backfill_and_check(settings, pipeline, instance, orders_table, table, days) 
         "total_price": Decimal("2.00"),
         "total_count": 2,
     }
-    table.append(pa.Table.from_pylist([*marker, stale], schema=table.schema().as_arrow()))
-    orders_table.append(pa.Table.from_pylist(orders_for(inside), schema=ORDERS_ARROW))
+    commit_retrying(table, lambda t: t.append(pa.Table.from_pylist([*marker, stale], schema=t.schema().as_arrow())))
+    commit_retrying(orders_table, lambda t: t.append(pa.Table.from_pylist(orders_for(inside), schema=ORDERS_ARROW)))
     around = {d: rows_of(table, d) for d in (before, after)}
 
     backfill_id = launch_backfill(settings, key, [d.isoformat() for d in inside])

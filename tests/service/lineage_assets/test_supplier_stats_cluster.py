@@ -21,7 +21,7 @@ from lineage_assets.flink.tables import ensure_orders_table
 from lineage_assets.lineage.identity import SPARK_SUPPLIER_STATS_JOB as SPARK_JOB
 from lineage_assets.resources import build_resources
 from lineage_assets.spark.supplier_stats import build_supplier_stats_asset
-from tests.service.lineage_assets.conftest import ORDERS_ARROW, new_orders_sensor_paused, outbox_events
+from tests.service.lineage_assets.conftest import ORDERS_ARROW, commit_retrying, new_orders_sensor_paused, outbox_events
 
 DAY = dt.date(2024, 7, 1)
 SUPPLIERS = ["Alice", "Bob", "Carol", "Alex", "Joe", "James", "Jane", "Jack"]
@@ -39,7 +39,8 @@ def orders(settings, pipeline) -> list[dict]:
     table, _ = ensure_orders_table(load_catalog(settings), target.symlinks[0].name, target)
     start = dt.datetime.combine(DAY, dt.time())
     end = start + dt.timedelta(days=1)
-    table.delete(And(GreaterThanOrEqual("bid_time", start.isoformat()), LessThan("bid_time", end.isoformat())))
+    window = And(GreaterThanOrEqual("bid_time", start.isoformat()), LessThan("bid_time", end.isoformat()))
+    commit_retrying(table, lambda t: t.delete(window))
     rng = random.Random(23)
     rows = [
         {
@@ -51,7 +52,7 @@ def orders(settings, pipeline) -> list[dict]:
         }
         for i in range(2000)
     ]
-    table.append(pa.Table.from_pylist(rows, schema=ORDERS_ARROW))
+    commit_retrying(table, lambda t: t.append(pa.Table.from_pylist(rows, schema=ORDERS_ARROW)))
     return rows
 
 
