@@ -25,6 +25,8 @@ from lineage_assets.kafka.topics import ensure_topic
 from lineage_assets.lineage.identity import Pipeline
 
 N = 200
+#: where this module's writer schema is registered when the CDC connector has not registered orders-value yet
+TEST_SUBJECT = "lineage-lab-tests-orders-value"
 ORDER_SCHEMA = {
     "type": "record",
     "name": "Order",
@@ -60,12 +62,16 @@ def deployed(settings, resources, instance):
 
 def serializer(settings) -> AvroSerializer:
     registry = SchemaRegistryClient({"url": settings.schema_registry_url})
+    conf: dict = {"auto.register.schemas": False}
     try:  # write with whatever orders-value holds (Debezium registers it); the job decodes any writer schema
         schema_str = registry.get_latest_version("orders-value").schema.schema_str
     except Exception:
+        # no CDC schema yet: register ours under a subject of its own. The job decodes by schema id, whatever the
+        # subject; a schema of ours in orders-value would make the CDC connector's own registration incompatible
         schema_str = json.dumps(ORDER_SCHEMA)
-        registry.register_schema("orders-value", Schema(schema_str, "AVRO"))
-    return AvroSerializer(registry, schema_str, conf={"auto.register.schemas": False})
+        registry.register_schema(TEST_SUBJECT, Schema(schema_str, "AVRO"))
+        conf["subject.name.strategy"] = lambda ctx, record_name: TEST_SUBJECT
+    return AvroSerializer(registry, schema_str, conf=conf)
 
 
 def test_good_orders_land_once_and_bad_ones_are_dead_lettered(settings, resources, deployed):
