@@ -21,6 +21,7 @@ import dagster as dg
 from infra.services.dagster import DagsterDev
 from infra.settings import REPO_ROOT, StackSettings
 from lineage_assets.checks.verify import verify_and_render
+from lineage_assets.connect.client import ConnectClient, ConnectError
 from lineage_assets.lineage.marquez import MarquezError, lineage_page
 from lineage_assets.lineage.outbox import Outbox
 from lineage_assets.main_jobs import CHECKS_JOB, DEPLOY_JOB
@@ -62,42 +63,59 @@ def run_pipeline(settings: StackSettings, orders: int = 200, log: Callable[[str]
 
     log("- wait until iceberg-ingestion has committed them to Iceberg default.orders")
     # built as Dagster builds it for a run: secrets given as EnvVar resolve to their values
-    with dg.build_resources({"iceberg": resources["iceberg"]}) as built:
+    with dg.build_resources({"iceberg": resources["iceberg"], "connect": resources["connect"]}) as built:
         table = built.iceberg.catalog().load_table(pipeline.dataset("iceberg_orders").symlinks[0].name)
+        connect = built.connect.client()
+    connectors = sorted(j.name for j in pipeline.jobs.values() if j.integration == "KAFKA_CONNECT")
     _wait(
         lambda: _rows_since(table, started) >= orders,
         300,
-        "the generated orders did not reach Iceberg in 5 min; check `flink_job_sensor` and the Flink UI",
+        lambda: (
+            "the generated orders did not reach Iceberg in 5 min: "
+            + _ingestion_diagnosis(connect, connectors, _rows_since(table, started), orders)
+        ),
     )
     committed = table.refresh().current_snapshot()
 
-    today = dt.datetime.now(dt.UTC).date().isoformat()
-    log(f"- wait until {BATCH_SENSOR} has had supplier_stats for {today} computed from them (PySpark over Iceberg)")
-    batch_key = asset_key(pipeline.dataset(BATCH))
-    found: list[dg.RunRecord] = []
-
-    def batch_run_finished() -> bool:
-        found[:] = _runs_reading(instance, batch_key, today, committed.timestamp_ms / 1000)
-        return bool(found)
-
-    _wait(
-        batch_run_finished,
-        420,
-        f"no supplier_stats run for {today} finished within 7 min of the orders reaching Iceberg: is the Dagster "
-        f"daemon running (`lineage-lab stack status`) and {BATCH_SENSOR} on? Its ticks in the UI say why",
+    # the days the orders carry (their bid_time, UTC), not the date now: orders generated just before midnight
+    days = sorted(_days_since(table, started))
+    log(
+        f"- wait until {BATCH_SENSOR} has had supplier_stats for {', '.join(days)} computed from them "
+        "(PySpark over Iceberg)"
     )
-    run = found[0].dagster_run
-    if run.status != dg.DagsterRunStatus.SUCCESS:
-        raise PipelineError(
-            f"supplier_stats for {today} ended {run.status.value} (run {run.run_id}); open it in the UI"
-        )
-    log(f"  run {run.run_id} ({run.tags.get('dagster/sensor_name', 'requested by hand')}) succeeded")
+    batch_key = asset_key(pipeline.dataset(BATCH))
+    since = committed.timestamp_ms / 1000
+    found: dict[str, dg.RunRecord] = {}
+
+    def batch_runs_finished() -> bool:
+        for day in days:
+            if day not in found and (records := _runs_reading(instance, batch_key, day, since)):
+                found[day] = records[0]
+        return len(found) == len(days)
+
+    # two Spark runs one after the other in the worst case (one started on an earlier snapshot of these orders)
+    timeout = 600
+    _wait(
+        batch_runs_finished,
+        timeout,
+        lambda: (
+            f"no supplier_stats run for {', '.join(d for d in days if d not in found)} finished within "
+            f"{timeout // 60} min of the orders reaching Iceberg. "
+            + _batch_diagnosis(instance, batch_key, asset_key(pipeline.dataset("iceberg_orders")), days, since)
+        ),
+    )
+    for day in days:
+        run = found[day].dagster_run
+        if run.status != dg.DagsterRunStatus.SUCCESS:
+            raise PipelineError(
+                f"supplier_stats for {day} ended {run.status.value} (run {run.run_id}); open it in the UI"
+            )
+        log(f"  {day}: run {run.run_id} ({run.tags.get('dagster/sensor_name', 'requested by hand')}) succeeded")
 
     log("- wait for the sensors' first lineage of both connectors")
     outbox = Outbox(settings.lineage_outbox)
-    connectors = {j.name for j in pipeline.jobs.values() if j.integration == "KAFKA_CONNECT"}
     _wait(
-        lambda: connectors <= {e["job"]["name"] for e in outbox.events()},
+        lambda: set(connectors) <= {e["job"]["name"] for e in outbox.events()},
         120,
         "the connector sensor sent no lineage in 2 min; is the Dagster daemon running (`dagster dev`)?",
     )
@@ -242,6 +260,72 @@ def _runs_reading(instance: dg.DagsterInstance, key: dg.AssetKey, day: str, sinc
     return [r for r in records if key in (r.dagster_run.asset_selection or ()) and (r.start_time or 0) >= since]
 
 
+def _ingestion_diagnosis(connect: ConnectClient, connectors: list[str], arrived: int, orders: int) -> str:
+    """Why generated orders are not in Iceberg: a failed connector (the CDC source first) says it outright."""
+    for name in connectors:
+        try:
+            status = connect.status(name)
+        except ConnectError as exc:
+            return str(exc)
+        if status is None:
+            return f"connector {name} does not exist in Kafka Connect; materialize the deploy job's assets again"
+        failed = status.failed_tasks
+        if status.state == "FAILED" or failed:
+            trace = (failed[0].trace if failed else "") or ""
+            causes = [line for line in trace.splitlines() if line.startswith("Caused by:")]
+            cause = (causes[-1] if causes else trace.splitlines()[0] if trace else "no trace").strip()
+            return (
+                f"connector {name} is FAILED ({cause[:400]}); fix the cause, then restart it: "
+                f"`curl -X POST '{connect.url}/connectors/{name}/restart?includeTasks=true&onlyFailed=true'`"
+            )
+    return (
+        f"{arrived} of {orders} are there and the connectors run; check the iceberg-ingestion job in the Flink UI "
+        "(a failing or restarting job, its dead-letter topic) and `flink_job_sensor`'s ticks"
+    )
+
+
+def _batch_diagnosis(
+    instance: dg.DagsterInstance, key: dg.AssetKey, source: dg.AssetKey, days: list[str], since: float
+) -> str:
+    """What the new-orders chain did with the orders committed at ``since``, as the next place to look."""
+    recorded = [
+        r for r in instance.fetch_materializations(source, limit=20).records if r.timestamp >= since and not r.run_id
+    ]
+    if not recorded:
+        return (
+            f"flink_job_sensor has recorded no materialization of {source.to_user_string()} since the orders' snapshot "
+            "(it records one per new Iceberg snapshot): is the Dagster daemon running (`lineage-lab stack status`) "
+            "and flink_job_sensor on? Its ticks in the UI say why"
+        )
+    seen = []
+    for day in days:
+        records = instance.get_run_records(filters=dg.RunsFilter(tags={"dagster/partition": day}), limit=10)
+        for r in records:
+            if key in (r.dagster_run.asset_selection or ()) and (r.create_timestamp.timestamp() >= since - 600):
+                started = dt.datetime.fromtimestamp(r.start_time, dt.UTC).strftime("%H:%M:%S") if r.start_time else "-"
+                seen.append(f"{r.dagster_run.run_id} ({day}) {r.dagster_run.status.value}, started {started}")
+    if not seen:
+        return (
+            f"{BATCH_SENSOR} requested no run although flink_job_sensor recorded the new snapshot: is it on? "
+            "Its ticks in the UI say why"
+        )
+    committed = dt.datetime.fromtimestamp(since, dt.UTC).strftime("%H:%M:%S")
+    return (
+        f"Runs of supplier_stats (the orders' snapshot was committed at {committed} UTC; a run must start after "
+        f"it): {'; '.join(seen)}. A QUEUED run waits for a free run slot or the Spark pool; see the UI's run queue"
+    )
+
+
+def _days_since(table, since: dt.datetime) -> set[str]:
+    """The days (UTC, ``YYYY-MM-DD``) of the Iceberg orders with a bid_time from ``since`` on."""
+    from pyiceberg.expressions import GreaterThanOrEqual
+
+    scan = table.refresh().scan(
+        row_filter=GreaterThanOrEqual("bid_time", since.replace(tzinfo=None).isoformat()), selected_fields=("bid_time",)
+    )
+    return {t.date().isoformat() for t in scan.to_arrow().column("bid_time").to_pylist()}
+
+
 def _rows_since(table, since: dt.datetime) -> int:
     from pyiceberg.expressions import GreaterThanOrEqual
 
@@ -251,9 +335,10 @@ def _rows_since(table, since: dt.datetime) -> int:
     return len(scan.to_arrow())
 
 
-def _wait(condition: Callable[[], bool], timeout: float, message: str) -> None:
+def _wait(condition: Callable[[], bool], timeout: float, message: str | Callable[[], str]) -> None:
+    """Poll ``condition`` until it holds; after ``timeout`` s fail with ``message`` (a callable: worked out then)."""
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
-            raise PipelineError(message)
+            raise PipelineError(message() if callable(message) else message)
         time.sleep(3)
