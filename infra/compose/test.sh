@@ -19,7 +19,16 @@ say() { printf '\033[1m[compose test]\033[0m %s\n' "$*"; }
 bash ./ensure-docker.sh
 say "removing an earlier deployment and its volumes (a cold start)"
 bash ./down.sh >/dev/null 2>&1 || true
-[[ ${LINEAGE_LAB_COMPOSE_KEEP:-0} == 1 ]] || trap 'say "tearing down"; bash ./down.sh >/dev/null 2>&1 || true' EXIT
+teardown() {
+  local status=$?
+  if ((status != 0)); then # the deployment goes with its logs: the daemon's (sensors, run queue) say the most
+    say "failed (exit $status); the Dagster daemon's last log lines before tearing down:"
+    docker-compose logs --no-color --tail 80 dagster-daemon 2>&1 | grep -v -i heartbeat || true
+  fi
+  say "tearing down"
+  bash ./down.sh >/dev/null 2>&1 || true
+}
+[[ ${LINEAGE_LAB_COMPOSE_KEEP:-0} == 1 ]] || trap teardown EXIT
 
 bash ./up.sh
 
