@@ -66,7 +66,8 @@ def run_pipeline(settings: StackSettings, orders: int = 200, log: Callable[[str]
     with dg.build_resources({"iceberg": resources["iceberg"], "connect": resources["connect"]}) as built:
         table = built.iceberg.catalog().load_table(pipeline.dataset("iceberg_orders").symlinks[0].name)
         connect = built.connect.client()
-    connectors = sorted(j.name for j in pipeline.jobs.values() if j.integration == "KAFKA_CONNECT")
+    # in the pipeline's order, the CDC source first: the diagnosis names the first failed connector
+    connectors = [j.name for j in pipeline.jobs.values() if j.integration == "KAFKA_CONNECT"]
     _wait(
         lambda: _rows_since(table, started) >= orders,
         300,
