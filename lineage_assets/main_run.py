@@ -69,17 +69,17 @@ def run_pipeline(settings: StackSettings, orders: int = 200, log: Callable[[str]
     # in the pipeline's order, the CDC source first: the diagnosis names the first failed connector
     connectors = [j.name for j in pipeline.jobs.values() if j.integration == "KAFKA_CONNECT"]
     _wait(
-        lambda: _rows_since(table, started) >= orders,
+        lambda: len(_bid_times_since(table, started)) >= orders,
         300,
         lambda: (
             "the generated orders did not reach Iceberg in 5 min: "
-            + _ingestion_diagnosis(connect, connectors, _rows_since(table, started), orders)
+            + _ingestion_diagnosis(connect, connectors, len(_bid_times_since(table, started)), orders)
         ),
     )
     committed = table.refresh().current_snapshot()
 
     # the days the orders carry (their bid_time, UTC), not the date now: orders generated just before midnight
-    days = sorted(_days_since(table, started))
+    days = sorted({t.date().isoformat() for t in _bid_times_since(table, started)})
     log(
         f"- wait until {BATCH_SENSOR} has had supplier_stats for {', '.join(days)} computed from them "
         "(PySpark over Iceberg)"
@@ -317,23 +317,14 @@ def _batch_diagnosis(
     )
 
 
-def _days_since(table, since: dt.datetime) -> set[str]:
-    """The days (UTC, ``YYYY-MM-DD``) of the Iceberg orders with a bid_time from ``since`` on."""
+def _bid_times_since(table, since: dt.datetime) -> list[dt.datetime]:
+    """The bid_time (UTC) of every Iceberg order from ``since`` on, read from the table's current snapshot."""
     from pyiceberg.expressions import GreaterThanOrEqual
 
     scan = table.refresh().scan(
         row_filter=GreaterThanOrEqual("bid_time", since.replace(tzinfo=None).isoformat()), selected_fields=("bid_time",)
     )
-    return {t.date().isoformat() for t in scan.to_arrow().column("bid_time").to_pylist()}
-
-
-def _rows_since(table, since: dt.datetime) -> int:
-    from pyiceberg.expressions import GreaterThanOrEqual
-
-    scan = table.refresh().scan(
-        row_filter=GreaterThanOrEqual("bid_time", since.replace(tzinfo=None).isoformat()), selected_fields=("order_id",)
-    )
-    return len(scan.to_arrow())
+    return scan.to_arrow().column("bid_time").to_pylist()
 
 
 def _wait(condition: Callable[[], bool], timeout: float, message: str | Callable[[], str]) -> None:
