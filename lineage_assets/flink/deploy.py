@@ -18,7 +18,7 @@ from infra.services.flink import ORDER_FUNCTIONS_BUNDLE
 from infra.settings import REPO_ROOT, StackSettings
 from lineage_assets.flink.client import FlinkClient
 from lineage_assets.kafka.connection import KafkaConnection
-from lineage_assets.kafka.topics import TopicSpec, dead_letter_capacity, ensure_topic, max_message_bytes
+from lineage_assets.kafka.topics import TopicSpec, dead_letter_capacity, end_offsets, ensure_topic, max_message_bytes
 from lineage_assets.lineage.events import DagsterRun
 from lineage_assets.resources import IcebergResource, KafkaResource
 
@@ -78,6 +78,13 @@ def check_running(
     savepoint = client.stop_with_savepoint(running.jid)
     context.log.info(f"stopped {spec.name} {running.jid} (version {deployed}) with savepoint {savepoint}")
     return None, savepoint
+
+
+def require_source_topic(kafka: KafkaConnection, topic: str, asset: str) -> None:
+    """A clear failure, naming the asset that creates it, when the topic a job reads does not exist yet (a job
+    deployed before its source would fail on the cluster instead, or the deployment on a raw Kafka error)."""
+    if not end_offsets(kafka, topic):
+        raise dg.Failure(f"topic {topic!r} does not exist at {kafka.bootstrap}: materialize {asset} first")
 
 
 def ensure_dead_letter_topic(bootstrap: KafkaConnection | str, source_topic: str, spec: TopicSpec) -> list[str]:

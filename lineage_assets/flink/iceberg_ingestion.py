@@ -17,6 +17,7 @@ from lineage_assets.flink.deploy import (
     ensure_dead_letter_topic,
     job_environment,
     order_rule_args,
+    require_source_topic,
     submit,
     unchanged_result,
 )
@@ -67,12 +68,14 @@ def build_iceberg_ingestion_asset(pipeline: Pipeline, settings: StackSettings) -
         lineage: LineageResource,
         flink: FlinkResource,
     ) -> dg.MaterializeResult:
+        source = pipeline.dataset("kafka_orders")
+        require_source_topic(kafka.connection(), source.name, asset_key(source).to_user_string())
         client = flink.client(settings)
         table_name = target.symlinks[0].name
         table, added = ensure_orders_table(iceberg.catalog(), table_name, target)
         if added:
             context.log.info(f"Iceberg table {table_name}: added declared columns {list(added)} (metadata only)")
-        dlq_args = ensure_dead_letter_topic(kafka.connection(), pipeline.dataset("kafka_orders").name, DLQ_TOPIC)
+        dlq_args = ensure_dead_letter_topic(kafka.connection(), source.name, DLQ_TOPIC)
         version = SPEC.version(f"{config.checkpoint_interval}|{' '.join([*order_rule_args(settings), *dlq_args])}")
         unchanged, savepoint = check_running(context, client, SPEC, version, config.restore_from)
         if unchanged is not None:

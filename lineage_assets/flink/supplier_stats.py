@@ -23,6 +23,7 @@ from lineage_assets.flink.deploy import (
     ensure_dead_letter_topic,
     job_environment,
     order_rule_args,
+    require_source_topic,
     submit,
     unchanged_result,
 )
@@ -30,7 +31,7 @@ from lineage_assets.flink.listener import ListenerLog, with_declared_datasets
 from lineage_assets.flink.runs import ENGINE
 from lineage_assets.freshness import streaming_output
 from lineage_assets.kafka.registry import RegistryError, ensure_compatibility, subject_of
-from lineage_assets.kafka.topics import TopicSpec, end_offsets, ensure_topic
+from lineage_assets.kafka.topics import TopicSpec, ensure_topic
 from lineage_assets.lineage.events import RunState, run_id_for
 from lineage_assets.lineage.identity import DEAD_LETTER_TOPICS, Pipeline
 from lineage_assets.lineage.observed import observed_event_builder
@@ -79,12 +80,7 @@ def build_supplier_stats_stream_asset(pipeline: Pipeline, settings: StackSetting
         lineage: LineageResource,
         flink: FlinkResource,
     ) -> dg.MaterializeResult:
-        partitions = len(end_offsets(kafka.connection(), source_topic))
-        if partitions == 0:
-            raise dg.Failure(
-                f"topic {source_topic!r} does not exist at {kafka.connection().bootstrap}: materialize "
-                f"{asset_key(pipeline.dataset(source_key)).to_user_string()} first"
-            )
+        require_source_topic(kafka.connection(), source_topic, asset_key(pipeline.dataset(source_key)).to_user_string())
         ensure_topic(kafka.connection(), output_topic)
         dlq_args = ensure_dead_letter_topic(kafka.connection(), source_topic, DLQ_TOPIC)
         try:

@@ -20,8 +20,10 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 
 from lineage_assets.connect.assets import ORDERS_TOPIC
 from lineage_assets.flink.client import FlinkClient
+from lineage_assets.flink.deploy import require_source_topic
 from lineage_assets.flink.iceberg_ingestion import DLQ_TOPIC, JOB, build_iceberg_ingestion_asset
-from lineage_assets.kafka.topics import ensure_topic
+from lineage_assets.kafka.connection import KafkaConnection
+from lineage_assets.kafka.topics import end_offsets, ensure_topic
 from lineage_assets.lineage.identity import Pipeline
 
 N = 200
@@ -72,6 +74,14 @@ def serializer(settings) -> AvroSerializer:
         registry.register_schema(TEST_SUBJECT, Schema(schema_str, "AVRO"))
         conf["subject.name.strategy"] = lambda ctx, record_name: TEST_SUBJECT
     return AvroSerializer(registry, schema_str, conf=conf)
+
+
+def test_a_missing_source_topic_fails_the_deploy_naming_the_asset_that_creates_it(settings):
+    topic = f"lineage-lab-tests-missing-{uuid.uuid4().hex}"
+    kafka = KafkaConnection(settings.kafka_bootstrap)
+    with pytest.raises(dg.Failure, match=rf"topic '{topic}' does not exist at .*: materialize kafka/orders first"):
+        require_source_topic(kafka, topic, "kafka/orders")
+    assert end_offsets(kafka, topic) == {}, "asking for the topic did not create it"
 
 
 def test_good_orders_land_once_and_bad_ones_are_dead_lettered(settings, resources, deployed):
