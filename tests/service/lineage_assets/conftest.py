@@ -5,16 +5,11 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
-import os
 import shutil
 import sqlite3
-import subprocess
-import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from pathlib import Path
+from collections.abc import Callable
 from urllib.parse import quote
 
 import dagster as dg
@@ -29,14 +24,10 @@ from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.table import Table
 
 from infra.services.dagster import DagsterDev
-from infra.services.iceberg_catalog import load_catalog
-from infra.settings import REPO_ROOT
 from lineage_assets.connect.assets import ORDERS_TOPIC
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.lineage.marquez import MarquezClient
 from lineage_assets.lineage.outbox import Drainer, Outbox
-from lineage_assets.main_run import BATCH_SENSOR
-from lineage_assets.metadata import asset_key
 from lineage_assets.resources import LineageResource, build_resources
 
 #: the columns of Iceberg orders as Arrow, for tests that write orders into the table directly with pyiceberg
@@ -242,38 +233,6 @@ def stack_dagster_instance(settings) -> dg.DagsterInstance:
 def stack_instance(settings):
     with stack_dagster_instance(settings) as instance:
         yield instance
-
-
-def stack_sensor(settings, *args: str) -> None:
-    """``dagster sensor ARGS`` against the stack's instance (what the UI's sensor page does)."""
-    result = subprocess.run(
-        [str(Path(sys.executable).with_name("dagster")), "sensor", *args, "-w", str(REPO_ROOT / "workspace.yaml")],
-        env={**os.environ, "DAGSTER_HOME": str(DagsterDev(settings).dagster_home)},
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-
-
-@contextmanager
-def new_orders_sensor_paused(settings) -> Iterator[None]:
-    """The stack's new-orders sensor off while a test writes Iceberg orders and computes their days itself (the
-    daemon would otherwise recompute the same days at the same time); then on again, its cursor past the test's
-    snapshots: those days are done, nothing to request twice."""
-    pipeline = Pipeline.from_settings(settings)
-    orders = pipeline.dataset("iceberg_orders")
-    stack_sensor(settings, "stop", BATCH_SENSOR)
-    try:
-        yield
-    finally:
-        with stack_dagster_instance(settings) as instance:
-            latest = instance.fetch_materializations(asset_key(orders), limit=1).records
-        snapshot = load_catalog(settings).load_table(orders.symlinks[0].name).current_snapshot()
-        cursor = {"event": latest[0].storage_id if latest else 0, "snapshot": getattr(snapshot, "snapshot_id", None)}
-        stack_sensor(settings, "cursor", BATCH_SENSOR, "--set", json.dumps(cursor))
-        stack_sensor(settings, "start", BATCH_SENSOR)
 
 
 @pytest.fixture(scope="module")
