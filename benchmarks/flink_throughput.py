@@ -9,7 +9,7 @@ the end single marker orders time the delay from produce to visible in a pyicebe
 Prints medians and ratios. Needs the stack up with the pipeline deployed (`scripts/run.sh`); the stack's
 new-orders sensor is paused meanwhile, so that no Spark run shares the cores with the jobs being measured.
 
-    .venv/bin/python benchmarks/flink_throughput.py --orders 200000 --rounds 3
+    .venv/bin/python benchmarks/flink_throughput.py --orders 1000000 --rounds 3
 """
 
 from __future__ import annotations
@@ -185,7 +185,9 @@ def backlog_rate(client: FlinkClient, n: int, timeout: float) -> dict[str, float
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--orders", type=int, default=200_000)
+    # a backlog that takes each job seconds to read: a redeployed job's first second (its code loaded and compiled
+    # anew) weighs on a short one (docs/architecture.md has both)
+    ap.add_argument("--orders", type=int, default=1_000_000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--markers", type=int, default=5)
     args = ap.parse_args()
