@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import dagster as dg
 
-from infra.services.dagster import DagsterDev
+from infra.services.dagster import DagsterDev, dagster_cli
 from infra.settings import REPO_ROOT, StackSettings
 from lineage_assets.checks.verify import verify_and_render
 from lineage_assets.connect.client import ConnectClient, ConnectError
@@ -236,17 +234,8 @@ def _runner(settings: StackSettings, defs: dg.Definitions) -> _InProcessRuns:
 
 def _start_automation(home: Path, workspace: Path, log: Callable[[str], None]) -> None:
     """Every sensor and schedule on (they are on by default; this also restarts any that were stopped)."""
-    dagster = Path(sys.executable).with_name("dagster")
-    env = {**os.environ, "DAGSTER_HOME": str(home)}
     for kind in ("sensor", "schedule"):
-        result = subprocess.run(
-            [str(dagster), kind, "start", "--start-all", "-w", str(workspace)],
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=REPO_ROOT,
-            timeout=120,
-        )
+        result = dagster_cli(home, workspace, kind, "start", "--start-all")
         if result.returncode != 0:
             raise PipelineError(f"could not turn the {kind}s on: {(result.stderr or result.stdout).strip()[-300:]}")
         log(f"- every {kind} on")

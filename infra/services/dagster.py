@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from pathlib import Path
 
 from infra.services.base import Launch, Service, http_ok
 from infra.settings import REPO_ROOT
+
+
+def dagster_cli(home: Path, workspace: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``dagster ARGS -w WORKSPACE`` against the instance in ``home`` (what the UI's sensor and schedule pages do),
+    with the ``dagster`` beside this Python; its output captured for the caller's error."""
+    return subprocess.run(
+        [str(Path(sys.executable).with_name("dagster")), *args, "-w", str(workspace)],
+        env={**os.environ, "DAGSTER_HOME": str(home)},
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def instance_config(max_concurrent_runs: int) -> str:

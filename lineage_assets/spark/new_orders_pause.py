@@ -5,16 +5,12 @@ cores. When it is on again its cursor is past what was written meanwhile: nothin
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 import dagster as dg
 
-from infra.services.dagster import DagsterDev
+from infra.services.dagster import DagsterDev, dagster_cli
 from infra.services.iceberg_catalog import load_catalog
 from infra.settings import REPO_ROOT, StackSettings
 from lineage_assets.lineage.identity import Pipeline
@@ -24,14 +20,7 @@ from lineage_assets.metadata import asset_key
 
 def stack_sensor(settings: StackSettings, *args: str) -> None:
     """``dagster sensor ARGS`` against the stack's instance (what the UI's sensor page does)."""
-    result = subprocess.run(
-        [str(Path(sys.executable).with_name("dagster")), "sensor", *args, "-w", str(REPO_ROOT / "workspace.yaml")],
-        env={**os.environ, "DAGSTER_HOME": str(DagsterDev(settings).dagster_home)},
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = dagster_cli(DagsterDev(settings).dagster_home, REPO_ROOT / "workspace.yaml", "sensor", *args)
     if result.returncode != 0:
         raise RuntimeError(f"`dagster sensor {' '.join(args)}` failed: {(result.stderr or result.stdout)[-500:]}")
 
