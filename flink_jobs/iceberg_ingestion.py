@@ -15,8 +15,10 @@ Configuration (job arguments, all optional): --bootstrap, --registry (ccompat ba
 from __future__ import annotations
 
 import argparse
+import sys
 
 import connections
+import deployment
 from pyflink.java_gateway import get_gateway
 from pyflink.table import EnvironmentSettings, TableEnvironment
 
@@ -41,6 +43,7 @@ def main() -> None:
     p.add_argument("--max-future-s", type=int, required=True, help="plausibility window ahead of processing time")
     p.add_argument("--max-past-s", type=int, required=True, help="plausibility window behind processing time")
     p.add_argument("--version", default="dev", help="deployment version, readable in the job's config over REST")
+    p.add_argument("--checkpoint-dir", default="", help="where checkpoints are retained (empty: the cluster's)")
     a, _ = p.parse_known_args()
 
     t_env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
@@ -51,7 +54,12 @@ def main() -> None:
     conf.set("execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION")
     conf.set("table.local-time-zone", "UTC")
     conf.set("pipeline.object-reuse", "true")  # the JVM table function builds a new row per record
-    conf.set("pipeline.global-job-parameters", f"lineage-lab.version:{a.version}")
+    if a.checkpoint_dir:
+        conf.set("execution.checkpointing.dir", a.checkpoint_dir)
+    conf.set(
+        "pipeline.global-job-parameters",
+        deployment.as_config_map(deployment.job_parameters(a.version, sys.argv[1:])),
+    )
 
     orders = get_gateway().jvm.lab.lineage.orders  # the order-functions module
     decode = orders.DecodeSettings(a.registry, connections.registry_user_info(), a.max_future_s, a.max_past_s)

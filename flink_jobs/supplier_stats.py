@@ -18,8 +18,10 @@ Avro value schema (`supplier-stats-value`) itself.
 from __future__ import annotations
 
 import argparse
+import sys
 
 import connections
+import deployment
 from pyflink.common import WatermarkStrategy
 from pyflink.common.serialization import DeserializationSchema
 from pyflink.datastream import CheckpointingMode, DataStream, StreamExecutionEnvironment
@@ -47,16 +49,19 @@ def main() -> None:
     p.add_argument("--max-future-s", type=int, required=True, help="plausibility window ahead of processing time")
     p.add_argument("--max-past-s", type=int, required=True, help="plausibility window behind processing time")
     p.add_argument("--version", default="dev", help="deployment version, readable in the job's config over REST")
+    p.add_argument("--checkpoint-dir", default="", help="where checkpoints are retained (empty: the cluster's)")
     a, _ = p.parse_known_args()
 
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(a.parallelism)
     env.get_config().enable_object_reuse()  # the JVM functions never keep a record they handed on
     env.enable_checkpointing(a.checkpoint_interval_ms, CheckpointingMode.EXACTLY_ONCE)
-    env.get_config().set_global_job_parameters({"lineage-lab.version": a.version})
+    env.get_config().set_global_job_parameters(deployment.job_parameters(a.version, sys.argv[1:]))
     t_env = StreamTableEnvironment.create(env)
     t_env.get_config().set("pipeline.name", "supplier-stats")
     t_env.get_config().set("execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION")
+    if a.checkpoint_dir:
+        t_env.get_config().set("execution.checkpointing.dir", a.checkpoint_dir)
 
     orders = get_gateway().jvm.lab.lineage.orders  # the order-functions module
     decode = orders.DecodeSettings(a.registry, connections.registry_user_info(), a.max_future_s, a.max_past_s)

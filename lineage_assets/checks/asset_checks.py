@@ -8,62 +8,86 @@ The graph is read from Marquez's REST API. When a check fails, the project's own
 replayed to say why: sent but Marquez holds something else, still queued, or never sent.
 """
 
+from dataclasses import dataclass
+
 import dagster as dg
 
 from infra.settings import StackSettings
 from lineage_assets.checks import compare
 from lineage_assets.checks.graph import LineageGraph
 from lineage_assets.checks.marquez_graph import from_marquez
-from lineage_assets.flink.client import FlinkClient, FlinkError
-from lineage_assets.lineage.identity import Dataset, Pipeline
+from lineage_assets.connect.client import ConnectClient, ConnectError
+from lineage_assets.flink.client import ACTIVE, FlinkClient, FlinkError
+from lineage_assets.flink.runs import flink_run_id
+from lineage_assets.lineage.identity import Dataset, Job, Pipeline
 from lineage_assets.lineage.marquez import MarquezError
 from lineage_assets.metadata import asset_key
-from lineage_assets.resources import FlinkResource, LineageResource
+from lineage_assets.resources import ConnectResource, FlinkResource, LineageResource
 
 CHECKS = {
     "lineage_dataset_exists": "(a) the dataset is in the lineage graph under the identity lineage_assets gives",
     "lineage_schema_matches": "(b) its fields and types in the lineage graph equal the asset's column schema",
     "lineage_upstream_matches": "(c) its upstream edges in the lineage graph equal its Dagster dependencies",
-    "lineage_run_state_agrees": "(d) its producer's latest run state agrees with the engine state sensors observed",
+    "lineage_run_state_agrees": "(d) its producer's latest lineage run agrees with the engine now (open while it "
+    "runs, closed when not)",
     "lineage_single_identity": "(e) no second dataset in the lineage graph names the same physical data",
     "lineage_upstream_schema": "(f) its upstreams still have the columns it reads, as declared (new fields: warn)",
 }
 
 
-def engine_state(
-    instance: dg.DagsterInstance, key: dg.AssetKey, integration: str | None, flink: FlinkClient
-) -> str | None:
-    """The producing engine's state now: a Flink job's state asked from Flink (GONE when the cluster or the job
-    is gone), else what the asset's sensor observed last (a Connect connector's state); None if unknown."""
-    if integration == "FLINK":
-        latest = instance.get_latest_materialization_event(key)
-        meta = latest.asset_materialization.metadata if latest and latest.asset_materialization else {}
-        if "flink_job_id" in meta:
-            try:
-                job = flink.job(str(meta["flink_job_id"].value))
-            except FlinkError:
-                return "GONE"
-            return job.state if job else "GONE"
-    records = instance.fetch_observations(key, limit=1).records
-    if not records or records[0].asset_observation is None:
-        return None
-    state = records[0].asset_observation.metadata.get("state")
-    return str(state.value) if state is not None else None
+@dataclass(frozen=True)
+class EngineNow:
+    """What the producing engine says when the check runs: its state and the OpenLineage run it must have open."""
+
+    state: str | None
+    run_id: str | None = None
+    what: str = ""
 
 
-def findings(graph: LineageGraph, ds: Dataset, pipeline: Pipeline, engine: str | None) -> dict[str, compare.Finding]:
+def engine_now(
+    instance: dg.DagsterInstance, key: dg.AssetKey, job: Job | None, flink: FlinkClient, connect: ConnectClient
+) -> EngineNow:
+    """The producing engine's state now, asked from the engine itself: the current Flink job of that name (GONE
+    when the cluster or the job is gone), or the Connect connector's state (DELETED when it is gone); None for
+    producers that do not run on their own."""
+    if job is None:
+        return EngineNow(None)
+    if job.integration == "FLINK":
+        try:
+            current = flink.current(job.name)
+        except FlinkError:
+            return EngineNow("GONE", what=f"Flink at {flink.url} is unreachable")
+        if current is None:
+            return EngineNow("GONE", what=f"no Flink job named {job.name} on {flink.url}")
+        run_id = flink_run_id(job, current.jid, current.start_time_ms) if current.state in ACTIVE else None
+        return EngineNow(current.state, run_id, f"Flink job {current.jid}")
+    if job.integration == "KAFKA_CONNECT":
+        try:
+            status = connect.status(job.name)
+        except ConnectError:
+            return EngineNow(None, what=f"Kafka Connect at {connect.url} is unreachable")
+        if status is None:
+            return EngineNow("DELETED", what=f"connector {job.name}")
+        failed = status.state == "FAILED" or any(t.state == "FAILED" for t in status.tasks)
+        return EngineNow("FAILED" if failed else status.state, what=f"connector {job.name}")
+    return EngineNow(None)
+
+
+def findings(graph: LineageGraph, ds: Dataset, pipeline: Pipeline, engine: EngineNow) -> dict[str, compare.Finding]:
     return {
         "lineage_dataset_exists": compare.dataset_exists(graph, ds),
         "lineage_schema_matches": compare.schema_matches(graph, ds),
         "lineage_upstream_matches": compare.upstream_matches(graph, ds, pipeline),
-        "lineage_run_state_agrees": compare.run_state_agrees(graph, ds, pipeline, engine),
+        "lineage_run_state_agrees": compare.run_state_agrees(
+            graph, ds, pipeline, engine.state, engine.run_id, engine.what
+        ),
         "lineage_single_identity": compare.no_second_identity(graph, ds),
         "lineage_upstream_schema": compare.upstream_schema_holds(graph, ds, pipeline),
     }
 
 
 def marquez_findings(
-    lineage: LineageResource, ds: Dataset, pipeline: Pipeline, engine: str | None
+    lineage: LineageResource, ds: Dataset, pipeline: Pipeline, engine: EngineNow
 ) -> dict[str, compare.Finding]:
     """The six findings on what Marquez holds; failures explained by replaying the outbox (see compare.explain)."""
     try:
@@ -94,15 +118,16 @@ def build_lineage_checks(pipeline: Pipeline, settings: StackSettings) -> list[dg
 def _checks_for(pipeline: Pipeline, settings: StackSettings, ds: Dataset) -> dg.AssetChecksDefinition:
     key = asset_key(ds)
     producer = pipeline.jobs.get(ds.producer)
-    integration = producer.integration if producer else None
 
     @dg.multi_asset_check(
         specs=[dg.AssetCheckSpec(name, asset=key, description=text) for name, text in CHECKS.items()],
         name=f"lineage_checks_{ds.key}",
         can_subset=True,
     )
-    def lineage_checks(context: dg.AssetCheckExecutionContext, lineage: LineageResource, flink: FlinkResource):
-        engine = engine_state(context.instance, key, integration, flink.client(settings))
+    def lineage_checks(
+        context: dg.AssetCheckExecutionContext, lineage: LineageResource, flink: FlinkResource, connect: ConnectResource
+    ):
+        engine = engine_now(context.instance, key, producer, flink.client(settings), connect.client())
         selected = {k.name for k in context.selected_asset_check_keys}
         counts = lineage.outbox().counts()
         delivery = {"lineage/backlog": counts.queued, "lineage/backlog_age_s": round(counts.backlog_age, 1)}

@@ -95,31 +95,55 @@ def upstream_matches(graph: LineageGraph, ds: Dataset, pipeline: Pipeline) -> Fi
     )
 
 
-def run_state_agrees(graph: LineageGraph, ds: Dataset, pipeline: Pipeline, engine_state: str | None) -> Finding:
-    """(d) the producing job's latest run state agrees with the engine state the sensors observed."""
+def run_state_agrees(
+    graph: LineageGraph,
+    ds: Dataset,
+    pipeline: Pipeline,
+    engine_state: str | None,
+    engine_run: str | None = None,
+    engine_what: str = "",
+) -> Finding:
+    """(d) the producing job's latest run in the lineage graph agrees with the engine, asked when the check runs:
+    open while the engine runs the job (and the run of the job the engine runs now, when that run is known), closed
+    while it does not."""
     job = pipeline.jobs.get(ds.producer)
     if job is None:
         return Finding(True, f"{ds.producer} is not a lineage job (nothing to compare)")
     node = graph.jobs.get((job.namespace, job.name))
     lineage_state = node.latest_state if node else None
+    latest_run = node.latest_run if node else None
     if engine_state is None:
-        return Finding(True, f"no engine state observed for {job.name}; lineage says {lineage_state}")
+        return Finding(
+            True, f"no engine state for {job.name} ({engine_what or 'not asked'}); lineage says {lineage_state}"
+        )
+    what = f"{job.name} ({engine_what})" if engine_what else job.name
+    details = {"engine": engine_state, "lineage": lineage_state, "lineage_run": latest_run, "engine_run": engine_run}
     stopped = engine_state.upper() in ENGINE_STOPPED
     if stopped and lineage_state == "RUNNING":
         return Finding(
             False,
-            f"{job.name} is {engine_state} but its latest run {node.latest_run} is RUNNING in the lineage graph: "
-            "the run was never closed; turn the job's sensor on so it sends the terminal event",
-            {"engine": engine_state, "lineage": lineage_state},
+            f"stale lineage, job stopped: {what} is {engine_state} but its latest run {latest_run} is RUNNING in the "
+            "lineage graph: the run was never closed. Turn the job's sensor on (it closes the run on its next tick), "
+            "or see `lineage-lab lineage outbox` if the close is still queued",
+            details,
         )
     if not stopped and lineage_state not in ("RUNNING", None):
         return Finding(
             False,
-            f"{job.name} runs ({engine_state}) but its latest run in the lineage graph is {lineage_state}: "
-            "materialize the asset again so the running job gets an open run",
-            {"engine": engine_state, "lineage": lineage_state},
+            f"stale lineage, job running: the engine runs {what} ({engine_state}) but its latest run in the lineage "
+            f"graph, {latest_run}, is {lineage_state}. Turn the job's sensor on (it opens a run for the running job "
+            "on its next tick), or see `lineage-lab lineage outbox` if the opening is still queued",
+            details,
         )
-    return Finding(True, f"engine {engine_state}, lineage {lineage_state}")
+    if not stopped and engine_run and lineage_state == "RUNNING" and latest_run != engine_run:
+        return Finding(
+            False,
+            f"stale lineage, another job: the engine runs {what}, whose run is {engine_run}, but the open run in the "
+            f"lineage graph is {latest_run}, of a job that no longer runs. Turn the job's sensor on (it closes the "
+            "old run and opens the new one on its next tick)",
+            details,
+        )
+    return Finding(True, f"engine {engine_state}, lineage {lineage_state} (run {latest_run})", details)
 
 
 def no_second_identity(graph: LineageGraph, ds: Dataset) -> Finding:

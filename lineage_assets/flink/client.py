@@ -61,6 +61,20 @@ class FlinkClient:
         running = [j for j in self.jobs() if j.name == name and j.state in ACTIVE]
         return max(running, key=lambda j: j.start_time_ms) if running else None
 
+    @staticmethod
+    def current_of(jobs: list[FlinkJob], name: str) -> FlinkJob | None:
+        """The job of that name a person means by "the job" now: the active one, else the newest (the cluster
+        keeps finished jobs for a while); None when the cluster knows none."""
+        named = sorted((j for j in jobs if j.name == name), key=lambda j: j.start_time_ms, reverse=True)
+        return next((j for j in named if j.state in ACTIVE), named[0] if named else None)
+
+    def current(self, name: str) -> FlinkJob | None:
+        return self.current_of(self.jobs(), name)
+
+    def named(self, name: str) -> list[FlinkJob]:
+        """Every job of that name the cluster knows, newest first."""
+        return sorted((j for j in self.jobs() if j.name == name), key=lambda j: j.start_time_ms, reverse=True)
+
     def job(self, jid: str) -> FlinkJob | None:
         """One job by id; None when the cluster does not know it (any more)."""
         body = self._get(f"/jobs/{jid}", missing_ok=True)
@@ -91,6 +105,16 @@ class FlinkClient:
         latest = (self._get(f"/jobs/{jid}/checkpoints").get("latest") or {}).get("completed")
         return latest or None
 
+    def latest_state(self, jid: str) -> tuple[str, int] | None:
+        """(external path, time in ms) of the job's newest savepoint or completed checkpoint, if Flink kept one."""
+        latest = (self._get(f"/jobs/{jid}/checkpoints", missing_ok=True) or {}).get("latest") or {}
+        found = [
+            (c["external_path"], int(c.get("latest_ack_timestamp") or 0))
+            for c in (latest.get("savepoint"), latest.get("completed"))
+            if c and c.get("external_path") and c["external_path"] != "<checkpoint-not-externally-addressable>"
+        ]
+        return max(found, key=lambda f: f[1]) if found else None
+
     def cancel(self, jid: str) -> None:
         if self._request("PATCH", f"/jobs/{jid}", params={"mode": "cancel"}).status_code == 404:
             raise FlinkError(f"cancelling {jid}: Flink does not know this job")
@@ -99,11 +123,25 @@ class FlinkClient:
         """The job's global job parameters (where a deployment records its version)."""
         return self._get(f"/jobs/{jid}/config").get("execution-config", {}).get("user-config", {})
 
-    def stop_with_savepoint(self, jid: str, timeout: float = 300.0) -> str:
-        """Stop the job gracefully, taking a savepoint; returns the savepoint path."""
-        directory = self.settings.flink_savepoint_dir or (
+    def savepoint_dir(self, name: str = "") -> str:
+        """Where this project puts savepoints on this cluster (one folder per job name, so a job's newest state
+        can be found after the cluster forgot the job); empty: the cluster's own state.savepoints.dir."""
+        base = self.settings.flink_savepoint_dir or (
             "" if self.settings.external_flink else f"file://{self.settings.data_dir / 'flink' / 'savepoints'}"
         )
+        return f"{base.rstrip('/')}/{name}" if base and name else base
+
+    def checkpoint_dir(self, name: str) -> str:
+        """Where a job of that name retains its checkpoints on the stack's cluster (one folder per name); empty for
+        another cluster, whose own execution.checkpointing.dir applies."""
+        if self.settings.external_flink:
+            return ""
+        return f"file://{self.settings.data_dir / 'flink' / 'checkpoints'}/{name}"
+
+    def stop_with_savepoint(self, jid: str, timeout: float = 300.0, name: str = "") -> str:
+        """Stop the job gracefully, taking a savepoint (under the job name's folder when ``name`` is given);
+        returns the savepoint path."""
+        directory = self.savepoint_dir(name)
         # an external cluster without a directory here uses its own state.savepoints.dir
         where = ["--savepointPath", directory] if directory else []
         result = flink_cli(self.settings, "stop", *where, jid, timeout=timeout)

@@ -5,6 +5,7 @@ so it resumes where the old one stopped."""
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import hashlib
 import json
 from dataclasses import dataclass
@@ -12,11 +13,13 @@ from pathlib import Path
 
 import dagster as dg
 
-from flink_jobs import connections
+from flink_jobs import connections, deployment
 from infra.artifacts import load_manifest
 from infra.services.flink import ORDER_FUNCTIONS_BUNDLE
 from infra.settings import REPO_ROOT, StackSettings
-from lineage_assets.flink.client import FlinkClient
+from lineage_assets.flink.client import FlinkClient, FlinkJob
+from lineage_assets.flink.runs import FOUND_RUNNING
+from lineage_assets.flink.state import mismatch, newest_state
 from lineage_assets.kafka.connection import KafkaConnection
 from lineage_assets.kafka.topics import TopicSpec, dead_letter_capacity, end_offsets, ensure_topic, max_message_bytes
 from lineage_assets.lineage.events import DagsterRun
@@ -24,41 +27,71 @@ from lineage_assets.resources import IcebergResource, KafkaResource
 
 JOBS_DIR = REPO_ROOT / "flink_jobs"
 #: modules the job scripts import, shipped with every submission
-SHARED_MODULES = (JOBS_DIR / "connections.py",)
-VERSION_PARAMETER = "lineage-lab.version"
+SHARED_MODULES = (JOBS_DIR / "connections.py", JOBS_DIR / "deployment.py")
+VERSION_PARAMETER = deployment.VERSION
 
 
 @dataclass(frozen=True)
 class FlinkJobSpec:
     name: str
     script: Path
+    #: what a start from the consumer group's committed offsets alone loses (the job's state), for the warning
+    lost_without_state: str = "the job's state"
 
-    def version(self, settings: str) -> str:
-        """What a deployment is: the job's code, the modules it imports, its JVM functions (the sources the
-        flink-order-functions bundle is built from) and its settings."""
+    def code_version(self) -> str:
+        """The job's code: its script, the modules it imports and its JVM functions (the sources the
+        flink-order-functions bundle is built from)."""
         digest = hashlib.sha256()
         for path in (self.script, *SHARED_MODULES):
             digest.update(path.read_bytes())
         digest.update(load_manifest()[ORDER_FUNCTIONS_BUNDLE].fingerprint.encode())
-        digest.update(settings.encode())
-        return digest.hexdigest()[:12]
+        return digest.hexdigest()[:8]
+
+    def version(self, settings: str) -> str:
+        """What a deployment is: ``<code>.<settings>``, so an older build left running shows in the first part."""
+        return f"{self.code_version()}.{hashlib.sha256(settings.encode()).hexdigest()[:6]}"
+
+
+def code_part(version: str | None) -> str | None:
+    return version.split(".", 1)[0] if version else None
 
 
 @dataclass(frozen=True)
-class Unchanged:
-    """The job already runs this version; its open OpenLineage run (if recorded) is carried over."""
+class Adopted:
+    """A job of this name already runs this version: it is kept, whoever started it."""
 
-    jid: str
+    job: FlinkJob
     version: str
-    run_id: str | None
+    #: "Dagster run <id>" when this instance deployed it, else runs.FOUND_RUNNING
+    started_by: str
+
+
+@dataclass(frozen=True)
+class Start:
+    """How a job that does not run (any more) starts: from this savepoint or checkpoint, or from offsets alone."""
+
+    savepoint: str | None
+    how: str
+
+
+def deployed_here(instance: dg.DagsterInstance, key: dg.AssetKey, jid: str) -> str | None:
+    """The Dagster run of this instance that deployed Flink job ``jid`` for asset ``key`` (its newest
+    materialization that names the job), or None."""
+    for record in instance.fetch_materializations(key, limit=20).records:
+        materialization = record.asset_materialization
+        meta = materialization.metadata if materialization else {}
+        if "flink_job_id" in meta and meta["flink_job_id"].value == jid and "started_by" in meta:
+            started_by = str(meta["started_by"].value)
+            return started_by if started_by.startswith("Dagster run") else None
+    return None
 
 
 def check_running(
     context: dg.AssetExecutionContext, client: FlinkClient, spec: FlinkJobSpec, version: str, restore_from: str = ""
-) -> tuple[Unchanged | None, str | None]:
+) -> tuple[Adopted | None, str | None]:
     """(the running job when it is this version, else None; the savepoint to start from: the old version's, stopped
     for it, or ``restore_from`` when no job of that name runs on this cluster, e.g. a savepoint taken on another
-    cluster the job moves from)."""
+    cluster the job moves from; None: see ``plan_start``)."""
     running = client.active(spec.name)
     if running is None:
         if restore_from:
@@ -71,13 +104,51 @@ def check_running(
         )
     deployed = client.user_config(running.jid).get(VERSION_PARAMETER)
     if deployed == version:
-        previous = context.instance.get_latest_materialization_event(context.asset_key)
-        meta = previous.asset_materialization.metadata if previous and previous.asset_materialization else {}
-        run_id = meta["openlineage/run_id"].value if "openlineage/run_id" in meta else None
-        return Unchanged(running.jid, version, run_id), None
-    savepoint = client.stop_with_savepoint(running.jid)
+        here = deployed_here(context.instance, context.asset_key, running.jid) if context.asset_key else None
+        if here is None:
+            context.log.info(
+                f"{spec.name} already runs version {version} as Flink job {running.jid}, started outside this "
+                "Dagster instance: adopted, not started twice"
+            )
+        return Adopted(running, version, here or FOUND_RUNNING), None
+    savepoint = client.stop_with_savepoint(running.jid, name=spec.name)
     context.log.info(f"stopped {spec.name} {running.jid} (version {deployed}) with savepoint {savepoint}")
     return None, savepoint
+
+
+def plan_start(
+    context: dg.AssetExecutionContext,
+    client: FlinkClient,
+    spec: FlinkJobSpec,
+    args: list[str],
+    committed: bool,
+    start_from_offsets: bool,
+) -> Start:
+    """Where a job that does not run starts from: its newest savepoint or retained checkpoint that belongs to the
+    same data, else its consumer group's committed offsets, which lose its state: only when ``start_from_offsets``
+    asks for it (with a warning), or when nothing was ever committed (a first start loses nothing)."""
+    state = newest_state(client, spec.name)
+    lost = f"starting from the committed offsets alone loses {spec.lost_without_state}"
+    if state is not None:
+        why = mismatch(state, args)
+        if why is None:
+            context.log.info(f"{spec.name} starts from its newest {state.source}: {state.path}")
+            return Start(state.path, f"started from the newest {state.source}: {state.path}")
+        if not start_from_offsets:
+            raise dg.Failure(
+                f"the newest state of {spec.name} ({state.source}, {state.path}) belongs to other data ({why}). "
+                f"Restore a fitting savepoint with restore_from=PATH, or set start_from_offsets: true ({lost})."
+            )
+    elif committed and not start_from_offsets:
+        raise dg.Failure(
+            f"{spec.name} ran before (its consumer group has committed offsets), but no savepoint or retained "
+            f"checkpoint of it is left on {client.url}. Restore one with restore_from=PATH, or set "
+            f"start_from_offsets: true: {lost}."
+        )
+    if not committed:
+        return Start(None, "first start (no earlier state, no committed offsets)")
+    context.log.warning(f"{spec.name}: start_from_offsets requested: {lost}")
+    return Start(None, f"started from the committed offsets on request ({lost})")
 
 
 def require_source_topic(kafka: KafkaConnection, topic: str, asset: str) -> None:
@@ -127,9 +198,9 @@ def submit(
     version: str,
     savepoint: str | None,
     env: dict[str, str] | None = None,
-) -> str:
+) -> FlinkJob:
     """Submit the job (from the savepoint if any); raises FlinkError with Flink's own message on failure."""
-    return client.submit_python(
+    jid = client.submit_python(
         str(spec.script),
         *args,
         "--version",
@@ -138,20 +209,23 @@ def submit(
         savepoint=savepoint,
         env=env,
     )
+    return client.job(jid) or FlinkJob(jid, spec.name, "CREATED", int(dt.datetime.now(dt.UTC).timestamp() * 1000))
+
+
+def adopted_result(adopted: Adopted, run_id: str) -> dg.MaterializeResult:
+    return dg.MaterializeResult(
+        metadata={
+            "flink_job_id": adopted.job.jid,
+            "state": adopted.job.state,
+            "flink_version": adopted.version,
+            "started_by": adopted.started_by,
+            "deployment": f"unchanged: {adopted.job.jid} already runs {adopted.version}",
+            "openlineage/run_id": run_id,
+        }
+    )
 
 
 def deployed_by(context: dg.AssetExecutionContext) -> DagsterRun:
     """The Dagster run that deploys a job, for the dagster_run facet of the job's OpenLineage run (no parent
     facet: the streaming job outlives the run, and Marquez would rename the job after the parent)."""
     return DagsterRun(context.run.run_id, context.job_name, context.asset_key.to_user_string())
-
-
-def unchanged_result(unchanged: Unchanged) -> dg.MaterializeResult:
-    carried = {"openlineage/run_id": unchanged.run_id} if unchanged.run_id else {}
-    return dg.MaterializeResult(
-        metadata={"flink_job_id": unchanged.jid, "deployment": f"unchanged ({unchanged.version})", **carried}
-    )
-
-
-def deployment_text(version: str, savepoint: str | None) -> str:
-    return f"{'redeployed from ' + savepoint if savepoint else 'submitted'} ({version})"

@@ -1,6 +1,8 @@
 """The iceberg-ingestion Flink job as the producer of asset iceberg/default/orders: materializing deploys it
-idempotently (see deploy.py) and reports its OpenLineage run by manual orchestration (START before submit, RUNNING
-after, FAIL if the submit fails); the Flink job sensor ends the run."""
+idempotently (see deploy.py: a job of this version already running is adopted, whoever started it; one that does not
+run starts from its newest state) and reports its OpenLineage run by manual orchestration (START and RUNNING once
+Flink accepted the job, under the run id of that Flink job, FAIL if the submit fails); the Flink job sensor ends
+the run."""
 
 import datetime as dt
 
@@ -11,20 +13,20 @@ from lineage_assets.flink.client import FlinkError
 from lineage_assets.flink.deploy import (
     JOBS_DIR,
     FlinkJobSpec,
+    adopted_result,
     check_running,
     deployed_by,
-    deployment_text,
     ensure_dead_letter_topic,
     job_environment,
     order_rule_args,
+    plan_start,
     require_source_topic,
     submit,
-    unchanged_result,
 )
-from lineage_assets.flink.runs import ENGINE
+from lineage_assets.flink.runs import ENGINE, FOUND_RUNNING, flink_run_id, open_events
 from lineage_assets.flink.tables import ensure_orders_table
 from lineage_assets.freshness import streaming_output
-from lineage_assets.kafka.topics import TopicSpec
+from lineage_assets.kafka.topics import TopicSpec, has_committed_offsets
 from lineage_assets.lineage.events import RunState, run_id_for
 from lineage_assets.lineage.identity import DEAD_LETTER_TOPICS, Pipeline
 from lineage_assets.lineage.observed import observed_event_builder
@@ -34,7 +36,11 @@ from lineage_assets.resources import FlinkResource, IcebergResource, KafkaResour
 JOB = "iceberg-ingestion"
 #: the Kafka consumer group the job commits its offsets under (on each checkpoint)
 CONSUMER_GROUP = JOB
-SPEC = FlinkJobSpec(JOB, JOBS_DIR / "iceberg_ingestion.py")
+SPEC = FlinkJobSpec(
+    JOB,
+    JOBS_DIR / "iceberg_ingestion.py",
+    lost_without_state="the Iceberg commit of the last checkpoint, whose rows may then be written twice or never",
+)
 DLQ_TOPIC = TopicSpec(DEAD_LETTER_TOPICS[JOB], partitions=1, retention_ms=28 * 24 * 3600 * 1000)
 
 
@@ -43,6 +49,9 @@ class IcebergIngestionConfig(dg.Config):
     #: a savepoint to start from when the job does not run on this cluster, e.g. one taken on another cluster the job
     #: moves from (`flink stop` there); ignored while the job runs here (it keeps its own state)
     restore_from: str = ""
+    #: start from the consumer group's committed offsets when no savepoint or retained checkpoint of the job is left
+    #: (its state is lost; the deployment warns): never done unless asked
+    start_from_offsets: bool = False
 
 
 def build_iceberg_ingestion_asset(pipeline: Pipeline, settings: StackSettings) -> dg.AssetsDefinition:
@@ -77,18 +86,15 @@ def build_iceberg_ingestion_asset(pipeline: Pipeline, settings: StackSettings) -
             context.log.info(f"Iceberg table {table_name}: added declared columns {list(added)} (metadata only)")
         dlq_args = ensure_dead_letter_topic(kafka.connection(), source.name, DLQ_TOPIC)
         version = SPEC.version(f"{config.checkpoint_interval}|{' '.join([*order_rule_args(settings), *dlq_args])}")
-        unchanged, savepoint = check_running(context, client, SPEC, version, config.restore_from)
-        if unchanged is not None:
-            return unchanged_result(unchanged)
-
-        emitter = lineage.emitter()
         builder, _ = observed_event_builder(pipeline, kafka.registry())
-        started = dt.datetime.now(dt.UTC)
-        run_id = run_id_for(JOB, started, context.run.run_id)
-        dagster_run = deployed_by(context)
-        emitter.emit(
-            builder.event(JOB, RunState.START, run_id, event_time=started, dagster_run=dagster_run, engine=ENGINE)
-        )
+        adopted, savepoint = check_running(context, client, SPEC, version, config.restore_from)
+        if adopted is not None:
+            run_id = flink_run_id(job, adopted.job.jid, adopted.job.start_time_ms)
+            if adopted.started_by == FOUND_RUNNING:
+                for event in open_events(JOB, run_id, adopted.job, version, FOUND_RUNNING, builder):
+                    lineage.emitter().emit(event)
+            return adopted_result(adopted, run_id)
+
         args = [
             *("--bootstrap", kafka.connection().bootstrap, "--registry", kafka.schema_registry_url),
             *("--catalog-uri", iceberg.uri, "--s3-endpoint", iceberg.s3_endpoint, "--region", iceberg.region),
@@ -97,24 +103,34 @@ def build_iceberg_ingestion_asset(pipeline: Pipeline, settings: StackSettings) -
             *order_rule_args(settings),
             *dlq_args,
         ]
+        if client.checkpoint_dir(JOB):
+            args += ["--checkpoint-dir", client.checkpoint_dir(JOB)]
+        if savepoint:
+            how = f"started from {savepoint}"
+        else:
+            committed = has_committed_offsets(kafka.connection(), source.name, CONSUMER_GROUP)
+            start = plan_start(context, client, SPEC, args, committed, config.start_from_offsets)
+            savepoint, how = start.savepoint, start.how
+        emitter = lineage.emitter()
+        dagster_run = deployed_by(context)
+        started_by = f"Dagster run {context.run.run_id}"
         try:
-            jid = submit(
-                client,
-                SPEC,
-                args,
-                version,
-                savepoint,
-                env=job_environment(kafka, iceberg),
-            )
+            flink_job = submit(client, SPEC, args, version, savepoint, env=job_environment(kafka, iceberg))
         except FlinkError as exc:
+            run_id = run_id_for(JOB, dt.datetime.now(dt.UTC), context.run.run_id)
             emitter.emit(builder.event(JOB, RunState.FAIL, run_id, dagster_run=dagster_run, engine=ENGINE, error=exc))
             raise dg.Failure(f"deploying the Flink job {JOB} failed: {exc}") from exc
-        emitter.emit(builder.event(JOB, RunState.RUNNING, run_id, dagster_run=dagster_run, engine=ENGINE))
+        run_id = flink_run_id(job, flink_job.jid, flink_job.start_time_ms)
+        for event in open_events(JOB, run_id, flink_job, version, started_by, builder, dagster_run=dagster_run):
+            emitter.emit(event)
         snapshot = table.current_snapshot()
         return dg.MaterializeResult(
             metadata={
-                "flink_job_id": jid,
-                "deployment": deployment_text(version, savepoint),
+                "flink_job_id": flink_job.jid,
+                "state": flink_job.state,
+                "flink_version": version,
+                "started_by": started_by,
+                "deployment": how,
                 "openlineage/run_id": run_id,
                 "iceberg/snapshot_id": str(snapshot.snapshot_id) if snapshot else "none yet",
                 "iceberg/schema_id": table.schema().schema_id,

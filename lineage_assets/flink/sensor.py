@@ -1,8 +1,11 @@
-"""The Flink job sensor: observes each Flink job Dagster deployed (state, records in and out, last checkpoint,
-consumer lag, and per job: the Iceberg snapshot and row count, or the output records), records a materialization
-when new data is there (a new Iceberg snapshot, more records in the output topic) or when the job runs caught up
-with its input (see freshness.py), and closes the job's OpenLineage run the moment the job stops running, is lost,
-or the cluster goes away."""
+"""The Flink job sensor: follows each pipeline job by name on the cluster, whoever started it (the engine is the
+truth, not what this Dagster instance deployed). Each tick it finds the current job of each name (the running one,
+else the newest), reports it (job id, state, deployment version, how it started, records, last checkpoint, consumer
+lag, and the Iceberg snapshot and row count or the output records), records a materialization when new data is
+there or when the job runs caught up with its input (see freshness.py), and keeps the OpenLineage runs in step:
+a running job without an open run gets one (START, RUNNING), a run whose job stopped, vanished or was replaced is
+closed once, and any other run Marquez holds open for the job name is closed too, so one job name never has two
+open runs."""
 
 from __future__ import annotations
 
@@ -13,16 +16,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import dagster as dg
+from openlineage.client.event_v2 import RunEvent
 
+from flink_jobs.deployment import VERSION
 from infra.settings import StackSettings
 from lineage_assets.flink import iceberg_ingestion, supplier_stats
-from lineage_assets.flink.client import FlinkError
-from lineage_assets.flink.runs import ENGINE, close_run
+from lineage_assets.flink.client import ACTIVE, FlinkClient, FlinkError, FlinkJob
+from lineage_assets.flink.deploy import deployed_here
+from lineage_assets.flink.runs import ENGINE, FOUND_RUNNING, close_run, flink_run_id, open_events
 from lineage_assets.freshness import CAUGHT_UP, NEW_DATA, REASON, caught_up_materialization_due
 from lineage_assets.kafka.topics import KafkaUnavailable, consumer_lag, end_offsets
-from lineage_assets.lineage.events import RunState
+from lineage_assets.lineage.events import EventBuilder, RunState
 from lineage_assets.lineage.identity import Dataset, Pipeline
+from lineage_assets.lineage.marquez import MarquezError
 from lineage_assets.lineage.observed import observed_event_builder
+from lineage_assets.lineage.open_runs import open_runs, run_facet
 from lineage_assets.metadata import asset_key
 from lineage_assets.resources import FlinkResource, IcebergResource, KafkaResource, LineageResource
 
@@ -62,13 +70,37 @@ def input_lag(pipeline: Pipeline, tracked: TrackedJob, kafka: KafkaResource) -> 
     return consumer_lag(kafka.connection(), pipeline.dataset(source).name, tracked.consumer_group)
 
 
+def _ending(jobs: list[FlinkJob] | None, jid: str | None) -> str:
+    """The state that ends the run of Flink job ``jid``: its own state when the cluster knows it and it stopped,
+    ``GONE`` when the cluster (or the job) is gone, ``SUPERSEDED`` when it still runs beside a newer one."""
+    job = next((j for j in jobs or () if j.jid == jid), None)
+    if job is None:
+        return "GONE"
+    return "SUPERSEDED" if job.state in ACTIVE else job.state
+
+
+def _close(
+    tracked: str, run_id: str, state: str, client: FlinkClient, jid: str | None, builder: EventBuilder
+) -> RunEvent | None:
+    cause = None
+    if state == "FAILED" and jid:
+        try:
+            cause = client.failure_cause(jid)
+        except FlinkError:
+            cause = None
+    return close_run(
+        tracked, run_id, "GONE" if state == "SUPERSEDED" else state, builder, dt.datetime.now(dt.UTC), cause
+    )
+
+
 def build_flink_job_sensor(pipeline: Pipeline, settings: StackSettings) -> dg.SensorDefinition:
     @dg.sensor(
         name="flink_job_sensor",
         minimum_interval_seconds=30,
-        description="State, records, checkpoints and output data of the Flink jobs "
-        f"({', '.join(t.name for t in TRACKED)}); closes a job's OpenLineage run (ABORT, FAIL or COMPLETE) when "
-        "the job stops, is lost, or the cluster goes away.",
+        description="Follows the Flink jobs "
+        f"({', '.join(t.name for t in TRACKED)}) by name on the cluster, whoever started them: state, version, "
+        "records, checkpoints and output data; opens an OpenLineage run for a running job that has none and closes "
+        "a run (ABORT, FAIL or COMPLETE) when its job stops, is replaced, is lost, or the cluster goes away.",
         default_status=dg.DefaultSensorStatus.RUNNING,
     )
     def flink_job_sensor(
@@ -81,51 +113,105 @@ def build_flink_job_sensor(pipeline: Pipeline, settings: StackSettings) -> dg.Se
         cursor = json.loads(context.cursor) if context.cursor else {}
         client = flink.client(settings)
         builder, registered = observed_event_builder(pipeline, kafka.registry())
+        emitter = lineage.emitter()
+        try:
+            jobs: list[FlinkJob] | None = client.jobs()
+        except FlinkError as exc:
+            context.log.warning(f"Flink unreachable: every open run of its jobs is closed as gone: {exc}")
+            jobs = None
         events: list = []
-        skipped = []
+        absent = []
         for tracked in TRACKED:
+            job = pipeline.job(tracked.name)
             target = pipeline.dataset(tracked.dataset_key)
             key = asset_key(target)
-            latest = context.instance.get_latest_materialization_event(key)
-            meta = latest.asset_materialization.metadata if latest and latest.asset_materialization else {}
-            if "flink_job_id" not in meta or "openlineage/run_id" not in meta:
-                skipped.append(f"{tracked.name} (materialize {key.to_user_string()})")
-                continue
-            jid, run_id = meta["flink_job_id"].value, meta["openlineage/run_id"].value
             seen = cursor.setdefault(tracked.name, {"closed": [], "data": None})
-            try:
-                job = client.job(jid)
-                state = job.state if job else "GONE"
-            except FlinkError as exc:
-                context.log.warning(f"Flink unreachable, treating {tracked.name} job {jid} as gone: {exc}")
-                state = "GONE"
-            if run_id not in seen["closed"]:
-                cause = client.failure_cause(jid) if state == "FAILED" else None
-                event = close_run(tracked.name, run_id, state, builder, dt.datetime.now(dt.UTC), cause)
+            current = FlinkClient.current_of(jobs, tracked.name) if jobs is not None else None
+            state = current.state if current else "GONE"
+
+            def closed(run_id: str, seen: dict = seen) -> None:
+                seen["closed"] = [*seen.get("closed", [])[-50:], run_id]
+
+            # the run this sensor holds open ends when its Flink job stopped, vanished or was replaced
+            held = seen.get("open")
+            if held and not (current and current.jid == seen.get("jid") and current.state in ACTIVE):
+                ending = state if current and current.jid == seen.get("jid") else _ending(jobs, seen.get("jid"))
+                event = _close(tracked.name, held, ending, client, seen.get("jid"), builder)
                 if event is not None:
-                    lineage.emitter().emit(event)
-                    seen["closed"] = [*seen["closed"][-50:], run_id]
-                    context.log.info(f"{tracked.name} job {jid} is {state}: run {run_id} closed ({event.eventType})")
-                elif state == "RUNNING" and registered and seen.get("schema") != registered.label:
+                    emitter.emit(event)
+                    context.log.info(f"{tracked.name} job {seen.get('jid')} is {ending}: run {held} closed")
+                closed(held)
+                seen["open"] = None
+
+            version, started_by, run_id = None, None, None
+            if current is not None:
+                run_id = flink_run_id(job, current.jid, current.start_time_ms)
+                try:
+                    version = client.user_config(current.jid).get(VERSION)
+                except FlinkError:
+                    version = None
+                started_by = deployed_here(context.instance, key, current.jid) or FOUND_RUNNING
+            if current is not None and current.state in ACTIVE:
+                if seen.get("open") != run_id:
+                    if str(seen.get("by", "")).startswith("Dagster run") and started_by == FOUND_RUNNING:
+                        context.log.warning(
+                            f"{tracked.name}: Flink job {current.jid}, started outside this Dagster instance, replaces "
+                            f"job {seen.get('jid')} that {seen['by']} deployed"
+                        )
+                    if started_by == FOUND_RUNNING:  # a deployment from this instance sent its own START
+                        for event in open_events(tracked.name, run_id, current, version, started_by, builder):
+                            emitter.emit(event)
+                        context.log.info(f"{tracked.name}: found Flink job {current.jid} running: run {run_id} opened")
+                    seen.update({"open": run_id, "jid": current.jid, "by": started_by, "schema": None})
+                if registered and seen.get("schema") != registered.label:
                     # the input topic got a new schema version since the last tick (the source gained a column): the
                     # open run says so, so its datasets get a new version and the new column its column lineage. The
-                    # first sight of a version only records it: the deployment's events carried it already.
+                    # first sight of a version only records it: the run's opening events carried it already.
                     if seen.get("schema") is not None:
-                        lineage.emitter().emit(builder.event(tracked.name, RunState.RUNNING, run_id, engine=ENGINE))
+                        emitter.emit(builder.event(tracked.name, RunState.RUNNING, run_id, engine=ENGINE))
                         context.log.info(f"{tracked.name}: input schema {registered.label}, run {run_id} RUNNING again")
                     seen["schema"] = registered.label
 
-            facts: dict[str, object] = {"flink_job_id": jid, "state": state}
-            if state != "GONE":
-                checkpoint = client.last_checkpoint(jid)
-                records_in, records_out = client.record_counts(jid)
-                facts |= {
-                    "last_checkpoint": f"{checkpoint['id']} at {checkpoint['latest_ack_timestamp']}"
-                    if checkpoint
-                    else "none",
-                    "records_in": records_in,
-                    "records_out": records_out,
-                }
+            # any other run Marquez holds open for this job name (opened elsewhere, or a close that was lost)
+            try:
+                stale = [r for r in open_runs(lineage.marquez(), job) if r["id"] not in (seen.get("open"), None)]
+            except MarquezError as exc:
+                context.log.warning(f"cannot read {tracked.name}'s open runs from Marquez: {exc}")
+                stale = []
+            for run in stale:
+                if run["id"] in seen.get("closed", []):
+                    continue  # closed by this sensor already; Marquez has not received it yet
+                jid = run_facet(run, "flink_deployment", "jobId") or run_facet(run, "flink_job", "jobId")
+                ending = _ending(jobs, jid)
+                event = _close(tracked.name, run["id"], ending, client, jid, builder)
+                if event is not None:
+                    emitter.emit(event)
+                    context.log.info(f"{tracked.name}: run {run['id']} of Flink job {jid} was open ({ending}): closed")
+                closed(run["id"])
+
+            if current is None and jobs is not None and not seen.get("jid"):
+                absent.append(tracked.name)
+                continue
+            facts: dict[str, object] = {
+                "flink_job_id": current.jid if current else str(seen.get("jid") or "none"),
+                "state": state,
+                "flink_version": version or "unknown",
+                "started_by": started_by or "unknown",
+                "openlineage/run_id": run_id or "none",
+            }
+            if current is not None:
+                try:
+                    checkpoint = client.last_checkpoint(current.jid)
+                    records_in, records_out = client.record_counts(current.jid)
+                    facts |= {
+                        "last_checkpoint": f"{checkpoint['id']} at {checkpoint['latest_ack_timestamp']}"
+                        if checkpoint
+                        else "none",
+                        "records_in": records_in,
+                        "records_out": records_out,
+                    }
+                except FlinkError as exc:
+                    context.log.warning(f"{tracked.name}: no metrics this tick: {exc}")
             try:
                 output, marker = tracked.output_facts(pipeline, target, iceberg, kafka)
                 lag = input_lag(pipeline, tracked, kafka)
@@ -137,16 +223,17 @@ def build_flink_job_sensor(pipeline: Pipeline, settings: StackSettings) -> dg.Se
             # a materialization when the output got new data, or when the job is running and has consumed all its
             # input: freshness policies see the output current, and late once the job stops or falls behind
             reason = None
-            if marker is not None and marker != seen["data"]:
+            if marker is not None and marker != seen.get("data"):
                 reason = NEW_DATA
             elif state == "RUNNING" and lag == 0:
-                reason = CAUGHT_UP if caught_up_materialization_due(latest.timestamp, time.time(), settings) else None
+                latest = context.instance.get_latest_materialization_event(key)
+                due = caught_up_materialization_due(latest.timestamp if latest else None, time.time(), settings)
+                reason = CAUGHT_UP if due else None
             if reason:
-                metadata = {**facts, "openlineage/run_id": run_id, REASON: reason}
-                events.append(dg.AssetMaterialization(asset_key=key, metadata=metadata))
+                events.append(dg.AssetMaterialization(asset_key=key, metadata={**facts, REASON: reason}))
                 seen["data"] = marker
         if not events:
-            return dg.SkipReason(f"no Flink job has been deployed from Dagster yet: {', '.join(skipped)}")
+            return dg.SkipReason(f"no Flink job of these names on {client.url}: {', '.join(absent)}")
         return dg.SensorResult(asset_events=events, cursor=json.dumps(cursor))
 
     return flink_job_sensor

@@ -17,21 +17,21 @@ from lineage_assets.flink.client import FlinkError
 from lineage_assets.flink.deploy import (
     JOBS_DIR,
     FlinkJobSpec,
+    adopted_result,
     check_running,
     deployed_by,
-    deployment_text,
     ensure_dead_letter_topic,
     job_environment,
     order_rule_args,
+    plan_start,
     require_source_topic,
     submit,
-    unchanged_result,
 )
 from lineage_assets.flink.listener import ListenerLog, with_declared_datasets
-from lineage_assets.flink.runs import ENGINE
+from lineage_assets.flink.runs import ENGINE, FOUND_RUNNING, deployment_facets, flink_run_id, open_events
 from lineage_assets.freshness import streaming_output
 from lineage_assets.kafka.registry import RegistryError, ensure_compatibility, subject_of
-from lineage_assets.kafka.topics import TopicSpec, ensure_topic
+from lineage_assets.kafka.topics import TopicSpec, ensure_topic, has_committed_offsets
 from lineage_assets.lineage.events import RunState, run_id_for
 from lineage_assets.lineage.identity import DEAD_LETTER_TOPICS, Pipeline
 from lineage_assets.lineage.observed import observed_event_builder
@@ -39,7 +39,11 @@ from lineage_assets.metadata import asset_key, identity_metadata
 from lineage_assets.resources import FlinkResource, KafkaResource, LineageResource
 
 JOB = "supplier-stats"
-SPEC = FlinkJobSpec(JOB, JOBS_DIR / "supplier_stats.py")
+SPEC = FlinkJobSpec(
+    JOB,
+    JOBS_DIR / "supplier_stats.py",
+    lost_without_state="the windows open when the job stopped: their orders are then counted in no window",
+)
 WEEK_MS = 7 * 24 * 3600 * 1000
 DLQ_TOPIC = TopicSpec(DEAD_LETTER_TOPICS[JOB], partitions=1, retention_ms=4 * WEEK_MS)
 CONSUMER_GROUP = "supplier-stats"
@@ -53,6 +57,9 @@ class SupplierStatsConfig(dg.Config):
     #: a savepoint to start from when the job does not run on this cluster, e.g. one taken on another cluster the job
     #: moves from (`flink stop` there); ignored while the job runs here (it keeps its own state)
     restore_from: str = ""
+    #: start from the consumer group's committed offsets when no savepoint or retained checkpoint of the job is left
+    #: (its open windows are lost; the deployment warns): never done unless asked
+    start_from_offsets: bool = False
 
 
 def build_supplier_stats_stream_asset(pipeline: Pipeline, settings: StackSettings) -> dg.AssetsDefinition:
@@ -92,13 +99,18 @@ def build_supplier_stats_stream_asset(pipeline: Pipeline, settings: StackSetting
         if config.parallelism < 1:
             raise dg.Failure(f"parallelism must be 1 or more, got {config.parallelism}")
         version = SPEC.version(f"{config.checkpoint_interval_ms}|{config.parallelism}|{settings_text}")
-        unchanged, savepoint = check_running(context, client, SPEC, version, config.restore_from)
-        if unchanged is not None:
-            return unchanged_result(unchanged)
+        builder, _ = observed_event_builder(pipeline, kafka.registry())
+        adopted, savepoint = check_running(context, client, SPEC, version, config.restore_from)
+        if adopted is not None:
+            run_id = flink_run_id(job, adopted.job.jid, adopted.job.start_time_ms)
+            if adopted.started_by == FOUND_RUNNING:
+                for event in open_events(JOB, run_id, adopted.job, version, FOUND_RUNNING, builder):
+                    lineage.emitter().emit(event)
+            return adopted_result(adopted, run_id)
 
         emitter = lineage.emitter()
-        builder, _ = observed_event_builder(pipeline, kafka.registry())
         dagster_run = deployed_by(context)
+        started_by = f"Dagster run {context.run.run_id}"
         listener = ListenerLog(openlineage_events_file(settings))
         mark = listener.mark()
         args = [
@@ -109,42 +121,51 @@ def build_supplier_stats_stream_asset(pipeline: Pipeline, settings: StackSetting
             *order_rule_args(settings),
             *dlq_args,
         ]
+        if client.checkpoint_dir(JOB):
+            args += ["--checkpoint-dir", client.checkpoint_dir(JOB)]
+        if savepoint:
+            how = f"started from {savepoint}"
+        else:
+            committed = has_committed_offsets(kafka.connection(), source_topic, CONSUMER_GROUP)
+            start = plan_start(context, client, SPEC, args, committed, config.start_from_offsets)
+            savepoint, how = start.savepoint, start.how
         try:
-            jid = submit(
-                client,
-                SPEC,
-                args,
-                version,
-                savepoint,
-                env=job_environment(kafka),
-            )
+            flink_job = submit(client, SPEC, args, version, savepoint, env=job_environment(kafka))
         except FlinkError as exc:
             run_id = run_id_for(JOB, dt.datetime.now(dt.UTC), context.run.run_id)
             emitter.emit(builder.event(JOB, RunState.FAIL, run_id, dagster_run=dagster_run, engine=ENGINE, error=exc))
             raise dg.Failure(f"deploying the Flink job {JOB} failed: {exc}") from exc
 
+        jid = flink_job.jid
+        run_id = flink_run_id(job, jid, flink_job.start_time_ms)
         from_listener = listener.events_for(jid, since=mark, wait_seconds=10)
         starts = [e for e in from_listener if e.get("eventType") == "START"]
         if starts:
-            run_id = starts[0]["run"]["runId"]
+            # the listener's own events, under the run id every emitter derives for this Flink job
             for event in from_listener:
-                emitter.emit(with_declared_datasets(event, builder, JOB))
-            started_by = "OpenLineage Flink listener"
+                emitter.emit({**with_declared_datasets(event, builder, JOB), "run": {**event["run"], "runId": run_id}})
+            facets = deployment_facets(jid, version, started_by)
+            emitter.emit(
+                builder.event(JOB, RunState.RUNNING, run_id, dagster_run=dagster_run, engine=ENGINE, run_facets=facets)
+            )
+            start_sent_by = "OpenLineage Flink listener"
         else:
             context.log.warning(
                 f"the OpenLineage Flink listener sent no START for {jid} (is it configured in Flink's config?); "
                 "Dagster sends it instead"
             )
-            run_id = run_id_for(JOB, dt.datetime.now(dt.UTC), jid)
-            emitter.emit(builder.event(JOB, RunState.START, run_id, dagster_run=dagster_run, engine=ENGINE))
-            started_by = "Dagster (no listener event)"
-        emitter.emit(builder.event(JOB, RunState.RUNNING, run_id, dagster_run=dagster_run, engine=ENGINE))
+            for event in open_events(JOB, run_id, flink_job, version, started_by, builder, dagster_run=dagster_run):
+                emitter.emit(event)
+            start_sent_by = "Dagster (no listener event)"
         return dg.MaterializeResult(
             metadata={
                 "flink_job_id": jid,
-                "deployment": deployment_text(version, savepoint),
+                "state": flink_job.state,
+                "flink_version": version,
+                "started_by": started_by,
+                "deployment": how,
                 "openlineage/run_id": run_id,
-                "openlineage/start_sent_by": started_by,
+                "openlineage/start_sent_by": start_sent_by,
                 "parallelism": config.parallelism,
                 "schema_compatibility": f"{subject_of(output_topic.name)}: {compatibility}",
                 "dead_letter_topic": DLQ_TOPIC.name,

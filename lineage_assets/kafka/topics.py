@@ -151,3 +151,18 @@ def consumer_lag(bootstrap: Kafka, topic: str, group: str, timeout: float = 10.0
     if all(tp.offset < 0 for tp in committed):
         return 0 if not any(ends.values()) else None
     return sum(ends[tp.partition] - max(tp.offset, 0) for tp in committed)
+
+
+def has_committed_offsets(bootstrap: Kafka, topic: str, group: str, timeout: float = 10.0) -> bool:
+    """Whether the consumer group committed an offset past the start of ``topic`` (it consumed something there)."""
+    ends = end_offsets(bootstrap, topic, timeout)
+    if not ends:
+        return False
+    consumer = Consumer(KafkaConnection.of(bootstrap).client_config(**{"group.id": group, "enable.auto.commit": False}))
+    try:
+        committed = consumer.committed([TopicPartition(topic, p) for p in ends], timeout=timeout)
+    except KafkaException as exc:
+        raise KafkaUnavailable(bootstrap, timeout, exc) from exc
+    finally:
+        consumer.close()
+    return any(tp.offset > 0 for tp in committed)

@@ -68,6 +68,41 @@ class DagsterRunFacet(RunFacet):
         return PRODUCER + "/blob/main/docs/facets/DagsterRunFacet.json"
 
 
+@attr.define
+class FlinkDeploymentRunFacet(RunFacet):
+    """Custom run facet ``flink_deployment``: the Flink job a streaming run is (one run per Flink job id), the
+    deployment version it carries, and how it started: deployed from Dagster, or found running on the cluster."""
+
+    jobId: str
+    version: str
+    startedBy: str
+
+    @staticmethod
+    def _get_schema() -> str:
+        return PRODUCER + "/blob/main/docs/facets/FlinkDeploymentRunFacet.json"
+
+
+@attr.define
+class ConnectorTask:
+    id: int
+    state: str
+    workerId: str
+
+
+@attr.define
+class KafkaConnectorRunFacet(RunFacet):
+    """Custom run facet ``kafka_connector``: the Connect connector a run is (one run per incarnation: a connector
+    deleted and created again is a new one) and its tasks as Connect reported them when the run opened."""
+
+    name: str
+    incarnation: str
+    tasks: list[ConnectorTask]
+
+    @staticmethod
+    def _get_schema() -> str:
+        return PRODUCER + "/blob/main/docs/facets/KafkaConnectorRunFacet.json"
+
+
 @dataclass(frozen=True)
 class Engine:
     """The processing engine a run executes on (processing_engine run facet)."""
@@ -178,6 +213,7 @@ class EventBuilder:
         error: BaseException | tuple[str, str] | None = None,
         nominal_start: dt.datetime | None = None,
         nominal_end: dt.datetime | None = None,
+        run_facets: dict[str, RunFacet] | None = None,
     ) -> RunEvent:
         """One run event of ``job_name`` with every facet the job has.
 
@@ -185,7 +221,7 @@ class EventBuilder:
         another engine (a Connect task trace, a Flink failure cause), attached as a JAVA stack trace.
         """
         job = self.pipeline.job(job_name)
-        run_facets: dict = {}
+        run_facets = dict(run_facets or {})
         if parent:
             run_facets["parent"] = parent_run.ParentRunFacet(
                 run=parent_run.Run(runId=parent.run_id),

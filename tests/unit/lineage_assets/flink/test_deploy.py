@@ -3,8 +3,12 @@ given in ``restore_from`` when the job does not run on the target cluster (movin
 
 from types import SimpleNamespace
 
-from lineage_assets.flink.client import FlinkJob
-from lineage_assets.flink.deploy import VERSION_PARAMETER, FlinkJobSpec, check_running
+import dagster as dg
+import pytest
+
+from flink_jobs import deployment
+from lineage_assets.flink.client import FlinkClient, FlinkJob
+from lineage_assets.flink.deploy import VERSION_PARAMETER, FlinkJobSpec, check_running, plan_start
 from lineage_assets.flink.iceberg_ingestion import IcebergIngestionConfig
 from lineage_assets.flink.supplier_stats import SupplierStatsConfig
 
@@ -23,7 +27,7 @@ class FakeClient:
     def user_config(self, jid):
         return {VERSION_PARAMETER: self.version}
 
-    def stop_with_savepoint(self, jid):
+    def stop_with_savepoint(self, jid, name=""):
         self.stopped.append(jid)
         return f"file:/sp/{jid}"
 
@@ -40,9 +44,7 @@ class Log:
 
 
 def context():
-    return SimpleNamespace(
-        log=Log(), asset_key=None, instance=SimpleNamespace(get_latest_materialization_event=lambda key: None)
-    )
+    return SimpleNamespace(log=Log(), asset_key=None, instance=None)
 
 
 def test_a_job_not_running_here_starts_from_the_given_savepoint():
@@ -57,7 +59,7 @@ def test_a_running_job_keeps_its_own_state_and_restore_from_is_ignored_with_a_wa
     job = FlinkJob("j1", "iceberg-ingestion", "RUNNING", 0)
     ctx = context()
     unchanged, savepoint = check_running(ctx, FakeClient(job), SPEC, "v1", "file:/other/savepoint-7")
-    assert unchanged is not None and unchanged.jid == "j1" and savepoint is None
+    assert unchanged is not None and unchanged.job.jid == "j1" and savepoint is None
     assert ctx.log.lines[0][0] == "warning" and "ignored" in ctx.log.lines[0][1]
 
     changed = FakeClient(job, version="v0")
@@ -69,3 +71,75 @@ def test_both_deploy_configs_take_a_savepoint_to_restore_from():
     assert IcebergIngestionConfig().restore_from == "" and SupplierStatsConfig().restore_from == ""
     assert IcebergIngestionConfig(restore_from="file:/sp/1").restore_from == "file:/sp/1"
     assert SupplierStatsConfig(restore_from="file:/sp/2").restore_from == "file:/sp/2"
+
+
+class StateClient(FakeClient):
+    """A cluster that knows one stopped job of the name, with its newest checkpoint and the arguments it ran with."""
+
+    def __init__(self, args: list[str] | None):
+        super().__init__(None)
+        self.args = args
+
+    def named(self, name):
+        return [FlinkJob("old", name, "CANCELED", 5)]
+
+    def latest_state(self, jid):
+        return ("s3://bucket/chk-9", 7)
+
+    def user_config(self, jid):
+        return {deployment.ARGS: deployment.encode_args(self.args)} if self.args is not None else {}
+
+    def savepoint_dir(self, name=""):
+        return ""
+
+    def checkpoint_dir(self, name):
+        return ""
+
+
+ARGS = ["--bootstrap", "b:9092", "--source-topic", "orders", "--group-id", "iceberg-ingestion", "--table", "t"]
+
+
+def test_a_job_that_does_not_run_starts_from_its_newest_state_when_it_belongs_to_the_same_data():
+    start = plan_start(context(), StateClient(ARGS), SPEC, [*ARGS, "--checkpoint-interval", "5 s"], True, False)
+    assert start.savepoint == "s3://bucket/chk-9"
+    assert "retained checkpoint of job old (canceled)" in start.how
+
+
+def test_state_of_other_data_is_refused_unless_offsets_are_asked_for():
+    other = [a if a != "orders" else "orders-v2" for a in ARGS]
+    with pytest.raises(dg.Failure, match="--source-topic 'orders-v2' there, 'orders' now"):
+        plan_start(context(), StateClient(other), SPEC, ARGS, True, False)
+    ctx = context()
+    start = plan_start(ctx, StateClient(other), SPEC, ARGS, True, True)
+    assert start.savepoint is None and ctx.log.lines[-1][0] == "warning"
+
+
+def test_no_state_left_after_a_run_refuses_a_silent_start_from_offsets():
+    lost = StateClient(None)
+    lost.named = lambda name: []
+    with pytest.raises(dg.Failure, match="start_from_offsets: true"):
+        plan_start(context(), lost, SPEC, ARGS, True, False)
+    assert plan_start(context(), lost, SPEC, ARGS, False, False).how.startswith("first start"), "nothing to lose"
+    ctx = context()
+    assert "on request" in plan_start(ctx, lost, SPEC, ARGS, True, True).how
+    assert ctx.log.lines[-1] == (
+        "warning",
+        "iceberg-ingestion: start_from_offsets requested: starting from the "
+        "committed offsets alone loses the job's state",
+    )
+
+
+def test_arguments_survive_the_job_parameters_round_trip():
+    argv = ["--table", "a:b,c", "--version", "x.y", "--group-id", "g"]
+    params = deployment.job_parameters("x.y", argv)
+    assert params[deployment.VERSION] == "x.y"
+    assert deployment.decode_args(params[deployment.ARGS]) == ["--table", "a:b,c", "--group-id", "g"]
+    assert ":" not in params[deployment.ARGS] and "," not in params[deployment.ARGS], "Flink's map syntax"
+    assert deployment.decode_args("not base64 json") is None
+
+
+def test_the_current_job_is_the_active_one_else_the_newest():
+    jobs = [FlinkJob("a", "n", "CANCELED", 30), FlinkJob("b", "n", "RUNNING", 10), FlinkJob("c", "m", "RUNNING", 50)]
+    assert FlinkClient.current_of(jobs, "n").jid == "b"
+    assert FlinkClient.current_of(jobs[:1], "n").jid == "a"
+    assert FlinkClient.current_of(jobs, "zzz") is None

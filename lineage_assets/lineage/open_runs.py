@@ -1,0 +1,22 @@
+"""Which runs of a job Marquez holds open now: the sensors close every open run that is not the engine's current
+one, so a job name never has two open runs, whoever opened them (another Dagster instance, a lost event)."""
+
+from __future__ import annotations
+
+from lineage_assets.lineage.identity import Job
+from lineage_assets.lineage.marquez import MarquezClient
+
+#: Marquez's states of a run that has not ended
+OPEN = frozenset({"NEW", "RUNNING"})
+#: how many of a job's newest runs are looked at on each tick
+LOOK_BACK = 100
+
+
+def open_runs(marquez: MarquezClient, job: Job) -> list[dict]:
+    """The job's runs that Marquez holds open, newest first (each as Marquez returns it, facets included)."""
+    return [r for r in marquez.runs(job.namespace, job.name, limit=LOOK_BACK) if r.get("state") in OPEN]
+
+
+def run_facet(run: dict, facet: str, field: str) -> str | None:
+    value = ((run.get("facets") or {}).get(facet) or {}).get(field)
+    return str(value) if value is not None else None
