@@ -18,7 +18,7 @@ import time
 
 from infra import artifacts, supervisor
 from infra.services import build_stack, select
-from infra.services.base import ServiceError
+from infra.services.base import ServiceError, read_pid
 from infra.settings import SettingsError, StackSettings
 
 
@@ -41,7 +41,20 @@ def _stack(args: argparse.Namespace, settings: StackSettings) -> int:
         print(f"Starting {len(chosen)} service(s); state in {settings.home}")
         supervisor.up(chosen)
         print(f"All healthy in {time.monotonic() - started:.1f}s. `lineage-lab stack status` shows them.")
+        if {"flink-jobmanager", "flink-taskmanager"} <= {s.name for s in services if s.name not in external}:
+            from lineage_assets.flink.suspension import resume
+
+            errors = resume(settings)
+            for error in errors:
+                print(f"  flink: {error}", file=sys.stderr)
+            if errors:
+                return 1
     elif args.action == "down":
+        if "flink-jobmanager" not in external and any(s.name == "flink-jobmanager" and read_pid(s) for s in services):
+            from lineage_assets.flink.suspension import suspend
+
+            print("Suspending the pipeline's Flink jobs (savepoints; `stack up` resumes them)")
+            suspend(settings)
         supervisor.down(services)
     elif args.action == "status":
         rows = supervisor.status([s for s in services if s.name not in external])

@@ -69,6 +69,8 @@ class StackSettings:
     external_kafka: str = ""  # bootstrap servers, host:port[,host:port...]
     external_schema_registry: str = ""  # the Confluent-compatible API root, e.g. https://registry:8081
     external_connect: str = ""  # Kafka Connect REST, e.g. http://connect:8083
+    #: the Connect workers' config.storage.topic (the embedded worker's is _connect-configs)
+    connect_config_topic: str = "_connect-configs"
     external_flink: str = ""  # a Flink session cluster's REST URL, e.g. http://jobmanager:8081
     external_iceberg_catalog: str = ""  # an Iceberg REST catalog, e.g. https://catalog:8181
     external_object_store: str = ""  # an S3 endpoint, e.g. https://s3.eu-west-1.amazonaws.com

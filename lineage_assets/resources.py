@@ -51,6 +51,9 @@ class KafkaResource(dg.ConfigurableResource):
 
 class ConnectResource(dg.ConfigurableResource):
     url: str
+    #: the workers' config.storage.topic: where Connect records each connector's creation and deletion, which tells
+    #: a connector deleted and created again under the same name from the one before
+    config_topic: str = "_connect-configs"
 
     def client(self) -> ConnectClient:
         return ConnectClient(self.url)
@@ -175,7 +178,7 @@ def build_resources(settings: StackSettings) -> dict[str, dg.ConfigurableResourc
                 "LINEAGE_LAB_SCHEMA_REGISTRY_USER_INFO", settings.schema_registry_user_info
             ),
         ),
-        "connect": ConnectResource(url=settings.connect_url),
+        "connect": ConnectResource(url=settings.connect_url, config_topic=settings.connect_config_topic),
         "flink": FlinkResource(
             rest_url=settings.flink_rest_url,
             savepoint_dir=settings.flink_savepoint_dir,

@@ -103,47 +103,55 @@ def run_state_agrees(
     engine_run: str | None = None,
     engine_what: str = "",
 ) -> Finding:
-    """(d) the producing job's latest run in the lineage graph agrees with the engine, asked when the check runs:
-    open while the engine runs the job (and the run of the job the engine runs now, when that run is known), closed
-    while it does not."""
+    """(d) the producing job's runs in the lineage graph agree with the engine, asked when the check runs: while
+    the engine runs the job, its run (``engine_run`` when known, else the latest run) is open and no other is;
+    while it does not, no run is open."""
     job = pipeline.jobs.get(ds.producer)
     if job is None:
         return Finding(True, f"{ds.producer} is not a lineage job (nothing to compare)")
     node = graph.jobs.get((job.namespace, job.name))
     lineage_state = node.latest_state if node else None
     latest_run = node.latest_run if node else None
+    open_runs = sorted(node.open_runs) if node else []
     if engine_state is None:
         return Finding(
             True, f"no engine state for {job.name} ({engine_what or 'not asked'}); lineage says {lineage_state}"
         )
     what = f"{job.name} ({engine_what})" if engine_what else job.name
-    details = {"engine": engine_state, "lineage": lineage_state, "lineage_run": latest_run, "engine_run": engine_run}
+    details = {"engine": engine_state, "engine_run": engine_run, "latest_run": latest_run, "open_runs": open_runs}
     stopped = engine_state.upper() in ENGINE_STOPPED
-    if stopped and lineage_state == "RUNNING":
+    if stopped:
+        still_open = open_runs or ([latest_run] if lineage_state == "RUNNING" else [])
+        if still_open:
+            return Finding(
+                False,
+                f"stale lineage, job stopped: {what} is {engine_state} but run {', '.join(still_open)} is RUNNING in "
+                "the lineage graph: the run was never closed. Turn the job's sensor on (it closes the run on its "
+                "next tick), or see `lineage-lab lineage outbox` if the close is still queued",
+                details,
+            )
+        return Finding(True, f"engine {engine_state}, lineage {lineage_state} (run {latest_run})", details)
+    mine = engine_run if engine_run else latest_run
+    state = (node.run_states.get(mine) if node and engine_run else lineage_state) if mine else None
+    if state not in ("RUNNING", "NEW", None) or (engine_run and state is None):
         return Finding(
             False,
-            f"stale lineage, job stopped: {what} is {engine_state} but its latest run {latest_run} is RUNNING in the "
-            "lineage graph: the run was never closed. Turn the job's sensor on (it closes the run on its next tick), "
-            "or see `lineage-lab lineage outbox` if the close is still queued",
+            f"stale lineage, job running: the engine runs {what} ({engine_state}) but its run "
+            f"{mine or '(none)'} is {state or 'not in the lineage graph'}. Turn the job's sensor on (it opens a run "
+            "for the running job on its next tick), or see `lineage-lab lineage outbox` if the opening is still "
+            "queued",
             details,
         )
-    if not stopped and lineage_state not in ("RUNNING", None):
+    others = [r for r in open_runs if r != mine]
+    if others:
         return Finding(
             False,
-            f"stale lineage, job running: the engine runs {what} ({engine_state}) but its latest run in the lineage "
-            f"graph, {latest_run}, is {lineage_state}. Turn the job's sensor on (it opens a run for the running job "
-            "on its next tick), or see `lineage-lab lineage outbox` if the opening is still queued",
+            f"stale lineage, two open runs: the engine runs {what} as run {mine}, but run {', '.join(others)} is also "
+            "RUNNING in the lineage graph, for a job that no longer runs. Turn the job's sensor on (it closes every "
+            "open run but the current one on its next tick)",
             details,
         )
-    if not stopped and engine_run and lineage_state == "RUNNING" and latest_run != engine_run:
-        return Finding(
-            False,
-            f"stale lineage, another job: the engine runs {what}, whose run is {engine_run}, but the open run in the "
-            f"lineage graph is {latest_run}, of a job that no longer runs. Turn the job's sensor on (it closes the "
-            "old run and opens the new one on its next tick)",
-            details,
-        )
-    return Finding(True, f"engine {engine_state}, lineage {lineage_state} (run {latest_run})", details)
+    return Finding(True, f"engine {engine_state}, lineage RUNNING (run {mine})", details)
 
 
 def no_second_identity(graph: LineageGraph, ds: Dataset) -> Finding:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 Identity = tuple[str, str]  # (namespace, name)
 RUN_STATES = {"START": "RUNNING", "RUNNING": "RUNNING", "COMPLETE": "COMPLETED", "FAIL": "FAILED", "ABORT": "ABORTED"}
+TERMINAL_STATES = frozenset({"COMPLETED", "FAILED", "ABORTED"})
 
 
 @dataclass
@@ -37,6 +38,12 @@ class JobNode:
     latest_time: str = ""
     processing_type: str | None = None
     parent: Identity | None = None  # the job of the parent run (Spark: the application's job)
+    #: run id -> its state (RUNNING, COMPLETED ...), for the newest runs of the job: which ones are open
+    run_states: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def open_runs(self) -> set[str]:
+        return {run for run, state in self.run_states.items() if state in ("RUNNING", "NEW")}
 
 
 @dataclass
@@ -52,6 +59,8 @@ class LineageGraph:
             job_id = (event["job"]["namespace"], event["job"]["name"])
             job = graph.jobs.setdefault(job_id, JobNode(job_id))
             run_id = event["run"]["runId"]
+            if event.get("eventType") in RUN_STATES and job.run_states.get(run_id) not in TERMINAL_STATES:
+                job.run_states[run_id] = RUN_STATES[event["eventType"]]  # a closed run stays closed, as in Marquez
             if event.get("eventTime", "") >= job.latest_time:
                 job.latest_run, job.latest_time = run_id, event.get("eventTime", "")
                 job.latest_state = RUN_STATES.get(event.get("eventType", ""), job.latest_state)

@@ -14,6 +14,8 @@ from lineage_assets.lineage.marquez import MarquezClient
 
 #: Marquez's job types -> OpenLineage processing types
 PROCESSING = {"STREAM": "STREAMING", "BATCH": "BATCH", "SERVICE": "SERVICE"}
+#: the newest runs of each streaming job read for check (d)
+RUNS = 100
 
 
 def from_marquez(client: MarquezClient, pipeline: Pipeline) -> LineageGraph:
@@ -38,6 +40,10 @@ def from_marquez(client: MarquezClient, pipeline: Pipeline) -> LineageGraph:
     for job in pipeline.jobs.values():
         if (job.namespace, job.name) not in graph.jobs and (raw := client.job(job.namespace, job.name)):
             _add_job(graph, raw)
+    for job in pipeline.jobs.values():  # which runs of a long-running job are open (check d)
+        node = graph.jobs.get((job.namespace, job.name))
+        if node is not None and job.processing_type == "STREAMING":
+            node.run_states = {r["id"]: r.get("state", "") for r in client.runs(job.namespace, job.name, limit=RUNS)}
 
     for ds in pipeline.datasets.values():
         node = graph.datasets.get((ds.namespace, ds.name))

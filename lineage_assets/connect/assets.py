@@ -5,6 +5,7 @@ import dagster as dg
 
 from infra.settings import StackSettings
 from lineage_assets.connect.configs import config_version, render_connector
+from lineage_assets.connect.incarnations import incarnations
 from lineage_assets.freshness import streaming_output
 from lineage_assets.kafka.registry import RegistryError, ensure_compatibility, subject_of
 from lineage_assets.kafka.topics import TopicSpec, ensure_topic
@@ -71,6 +72,7 @@ def build_connect_assets(pipeline: Pipeline, settings: StackSettings) -> list[dg
         outcome = connect.client().deploy(SOURCE_CONNECTOR, config)
         return dg.MaterializeResult(
             metadata={
+                **deployed_incarnation(kafka, connect, SOURCE_CONNECTOR),
                 "topic": f"{ORDERS_TOPIC.name} ({topic_outcome})",
                 "retention_ms": ORDERS_TOPIC.retention_ms,
                 "schema_compatibility": f"{subject_of(ORDERS_TOPIC.name)}: {compatibility}",
@@ -102,6 +104,7 @@ def build_connect_assets(pipeline: Pipeline, settings: StackSettings) -> list[dg
         outcome = connect.client().deploy(SINK_CONNECTOR, config)
         return dg.MaterializeResult(
             metadata={
+                **deployed_incarnation(kafka, connect, SINK_CONNECTOR),
                 "connector": f"{SINK_CONNECTOR} ({outcome})",
                 "config_version": config_version(config),
                 "dead_letter_topic": DLQ_TOPIC.name,
@@ -109,3 +112,10 @@ def build_connect_assets(pipeline: Pipeline, settings: StackSettings) -> list[dg
         )
 
     return [orders_source_table, kafka_orders, orders_archive]
+
+
+def deployed_incarnation(kafka: KafkaResource, connect: ConnectResource, connector: str) -> dict[str, str]:
+    """The incarnation of the connector as Connect recorded it (the connector sensor compares it with the one that
+    runs, to tell this deployment from a connector created outside Dagster)."""
+    incarnation = incarnations(kafka.connection(), connect.config_topic).get(connector)
+    return {"connector_incarnation": incarnation.ref if incarnation else "unknown"}

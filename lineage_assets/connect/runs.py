@@ -1,9 +1,15 @@
 """Connector state -> OpenLineage runs: the pure state machine the connector sensor drives.
 
-One OpenLineage run per continuous stretch of a connector running: START (then RUNNING, with datasets) when it
-starts running; RUNNING again when the registry has a new schema version; FAIL with the failed task's trace the
-moment a task fails (opening a run first if none was open, so a connector that fails before its first record is
-still reported); ABORT when it is paused or deleted. A connector that runs again after that gets a new run.
+One OpenLineage run per continuous stretch of a connector incarnation running: START (then RUNNING, with datasets
+and the connector's tasks in the ``kafka_connector`` run facet) when it starts running; RUNNING again when the
+registry has a new schema version; FAIL with the failed task's trace the moment a task fails (opening a run first if
+none was open, so a connector that fails before its first record is still reported); ABORT when it is paused or
+deleted, or when it was deleted and created again between two looks (a new incarnation: the old run ends, a new one
+opens). A connector that runs again after that gets a new run. A worker restart keeps the run: the connector's
+incarnation is the same.
+
+Run ids derive from the incarnation (where Connect's config topic recorded its creation) and the stretch, so every
+Dagster instance that watches the same Connect cluster names the same run.
 """
 
 from __future__ import annotations
@@ -14,7 +20,8 @@ from dataclasses import asdict, dataclass
 from openlineage.client.event_v2 import RunEvent, RunState
 
 from lineage_assets.connect.client import ConnectorStatus
-from lineage_assets.lineage.events import Engine, EventBuilder, run_id_for
+from lineage_assets.connect.incarnations import Incarnation
+from lineage_assets.lineage.events import ConnectorTask, Engine, EventBuilder, KafkaConnectorRunFacet, run_id_for
 
 ENGINE = Engine("kafka-connect", "4.1.2")
 
@@ -26,6 +33,9 @@ class Track:
     run_id: str | None = None
     last_state: str | None = None
     schema: str | None = None
+    #: the incarnation the open (or last) run belongs to, and how many runs it had
+    incarnation: str | None = None
+    stretch: int = 0
 
     @classmethod
     def load(cls, data: dict | None) -> Track:
@@ -43,6 +53,12 @@ def _state(status: ConnectorStatus | None) -> str:
     return status.state  # RUNNING, PAUSED, UNASSIGNED, RESTARTING, STOPPED
 
 
+def connector_facets(job: str, status: ConnectorStatus | None, incarnation: Incarnation | None) -> dict:
+    tasks = [ConnectorTask(id=t.id, state=t.state, workerId=t.worker) for t in (status.tasks if status else ())]
+    ref = incarnation.ref if incarnation else "unknown"
+    return {"kafka_connector": KafkaConnectorRunFacet(name=job, incarnation=ref, tasks=tasks)}
+
+
 def step(
     job: str,
     track: Track,
@@ -50,21 +66,36 @@ def step(
     schema: str | None,
     builder: EventBuilder,
     now: dt.datetime,
+    incarnation: Incarnation | None = None,
+    namespace: str = "",
 ) -> tuple[Track, list[RunEvent]]:
-    """Next track and the events to emit for one observation of a connector."""
+    """Next track and the events to emit for one observation of a connector (``incarnation``: what Connect's
+    config topic says of it; None when unknown, then only state changes tell runs apart)."""
     state = _state(status)
     events: list[RunEvent] = []
     run_id = track.run_id
+    ref = incarnation.ref if incarnation else None
+    stretch = track.stretch if ref == track.incarnation else 0
+    facets = connector_facets(job, status, incarnation)
 
     def emit(kind: RunState, **kwargs) -> None:
         assert run_id is not None
-        events.append(builder.event(job, kind, run_id, event_time=now, engine=ENGINE, **kwargs))
+        events.append(builder.event(job, kind, run_id, event_time=now, engine=ENGINE, run_facets=facets, **kwargs))
 
     def open_run() -> None:
-        nonlocal run_id
-        run_id = run_id_for(job, now, f"{job}@{now.isoformat()}")
+        nonlocal run_id, stretch
+        if incarnation is not None:
+            created = dt.datetime.fromtimestamp(incarnation.created_ms / 1000, dt.UTC)
+            run_id = run_id_for(f"{namespace}/{job}", created, f"{job}@{incarnation.ref}#{stretch}")
+        else:
+            run_id = run_id_for(job, now, f"{job}@{now.isoformat()}")
+        stretch += 1
         emit(RunState.START)
 
+    if run_id is not None and ref is not None and track.incarnation not in (None, ref):
+        # deleted and created again since the last look: the old incarnation's run ends
+        emit(RunState.ABORT)
+        run_id = None
     if state == "RUNNING":
         if run_id is None:
             open_run()
@@ -83,4 +114,4 @@ def step(
         emit(RunState.ABORT)
         run_id = None
     # UNASSIGNED / RESTARTING: transient, no event
-    return Track(run_id=run_id, last_state=state, schema=schema), events
+    return Track(run_id=run_id, last_state=state, schema=schema, incarnation=ref, stretch=stretch), events

@@ -1,5 +1,7 @@
 """The connector sensor: watches Kafka Connect, the topics and the archive, reports asset observations, and keeps
-each connector's OpenLineage run in step with its real state (through the lineage outbox)."""
+each connector's OpenLineage run in step with what Connect runs now, whoever created the connector: its state, its
+incarnation (a connector deleted and created again is a new one, see incarnations.py) and its tasks. Any other run
+Marquez holds open for the connector's job is closed, so one job name never has two open runs."""
 
 import datetime as dt
 import json
@@ -10,11 +12,15 @@ import dagster as dg
 from infra.settings import StackSettings
 from lineage_assets.connect.assets import DLQ_TOPIC, ORDERS_TOPIC, SINK_CONNECTOR, SOURCE_CONNECTOR
 from lineage_assets.connect.client import ConnectError
-from lineage_assets.connect.runs import Track, step
+from lineage_assets.connect.incarnations import Incarnation, incarnations
+from lineage_assets.connect.runs import ENGINE, Track, connector_facets, step
 from lineage_assets.freshness import CAUGHT_UP, NEW_DATA, REASON, caught_up_materialization_due
 from lineage_assets.kafka.topics import KafkaUnavailable, consumer_lag, end_offsets
+from lineage_assets.lineage.events import RunState
 from lineage_assets.lineage.identity import Pipeline
+from lineage_assets.lineage.marquez import MarquezError
 from lineage_assets.lineage.observed import observed_event_builder
+from lineage_assets.lineage.open_runs import open_runs
 from lineage_assets.metadata import asset_key
 from lineage_assets.resources import ConnectResource, KafkaResource, LineageResource, ObjectStoreResource
 
@@ -60,13 +66,60 @@ def build_connector_sensor(
         cursor = json.loads(context.cursor) if context.cursor else {}
         now = dt.datetime.now(dt.UTC)
         emitter = lineage.emitter()
+        try:
+            created: dict[str, Incarnation] = incarnations(kafka.connection(), connect.config_topic)
+        except KafkaUnavailable as exc:
+            context.log.warning(f"connector incarnations unknown this tick ({connect.config_topic}): {exc}")
+            created = {}
         for connector, status in statuses.items():
-            job = watched[connector]
-            track, events = step(job, Track.load(cursor.get(connector)), status, schema_version, builder, now)
+            job = pipeline.job(watched[connector])
+            incarnation = created.get(connector)
+            before = Track.load(cursor.get(connector))
+            track, events = step(job.name, before, status, schema_version, builder, now, incarnation, job.namespace)
             for event in events:
                 emitter.emit(event)
                 context.log.info(f"{connector}: {event.eventType.value} run {event.run.runId}")
+            if before.incarnation not in (None, track.incarnation) and track.incarnation is not None:
+                context.log.warning(
+                    f"{connector} was deleted and created again ({before.incarnation} -> {track.incarnation})"
+                )
+            closed = [*cursor.get(f"_closed/{connector}", [])][-50:]
+            closed += [e.run.runId for e in events if e.eventType in (RunState.ABORT, RunState.FAIL)]
+            try:
+                stale = [r for r in open_runs(lineage.marquez(), job) if r["id"] not in (track.run_id, *closed)]
+            except MarquezError as exc:
+                context.log.warning(f"cannot read {job.name}'s open runs from Marquez: {exc}")
+                stale = []
+            for run in stale:  # opened elsewhere, or a close that was lost: this incarnation's run is the open one
+                facets = connector_facets(job.name, status, None)
+                emitter.emit(builder.event(job.name, RunState.ABORT, run["id"], engine=ENGINE, run_facets=facets))
+                context.log.info(f"{connector}: run {run['id']} was open beside the current one: closed")
+                closed.append(run["id"])
+            cursor[f"_closed/{connector}"] = closed[-50:]
             cursor[connector] = track.dump()
+
+        def started_by(connector: str, key: dg.AssetKey) -> str:
+            """Dagster run X when this instance's newest materialization of the connector's asset created this
+            incarnation, else found running."""
+            incarnation = created.get(connector)
+            latest = context.instance.get_latest_materialization_event(key)
+            meta = latest.asset_materialization.metadata if latest and latest.asset_materialization else {}
+            if (
+                incarnation
+                and "connector_incarnation" in meta
+                and meta["connector_incarnation"].value == incarnation.ref
+            ):
+                return f"Dagster run {latest.run_id}"
+            return "found running (created outside this Dagster instance)" if incarnation else "unknown"
+
+        def run_facts(connector: str, key: dg.AssetKey) -> dict[str, object]:
+            track = Track.load(cursor.get(connector))
+            incarnation = created.get(connector)
+            return {
+                "connector_incarnation": incarnation.ref if incarnation else "none",
+                "started_by": started_by(connector, key),
+                "openlineage/run_id": track.run_id or "none (no open run)",
+            }
 
         def describe(connector: str) -> str:
             st = statuses.get(connector)
@@ -101,6 +154,7 @@ def build_connector_sensor(
                     "connector": describe(SOURCE_CONNECTOR),
                     "state": engine_state(SOURCE_CONNECTOR),
                     "schema": schema_version or "not registered",
+                    **run_facts(SOURCE_CONNECTOR, topic_key),
                 },
             ),
             dg.AssetObservation(
@@ -112,6 +166,7 @@ def build_connector_sensor(
                     "dead_letters": dlq,
                     "connector": describe(SINK_CONNECTOR),
                     "state": engine_state(SINK_CONNECTOR),
+                    **run_facts(SINK_CONNECTOR, archive_key),
                 },
             ),
         ]

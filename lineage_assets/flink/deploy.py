@@ -8,6 +8,7 @@ import dataclasses
 import datetime as dt
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,11 +19,13 @@ from infra.artifacts import load_manifest
 from infra.services.flink import ORDER_FUNCTIONS_BUNDLE
 from infra.settings import REPO_ROOT, StackSettings
 from lineage_assets.flink.client import FlinkClient, FlinkJob
-from lineage_assets.flink.runs import FOUND_RUNNING
+from lineage_assets.flink.runs import ENGINE, FOUND_RUNNING, flink_run_id
 from lineage_assets.flink.state import mismatch, newest_state
 from lineage_assets.kafka.connection import KafkaConnection
 from lineage_assets.kafka.topics import TopicSpec, dead_letter_capacity, end_offsets, ensure_topic, max_message_bytes
-from lineage_assets.lineage.events import DagsterRun
+from lineage_assets.lineage.events import DagsterRun, EventBuilder, RunState
+from lineage_assets.lineage.identity import Job
+from lineage_assets.lineage.outbox import LineageEmitter
 from lineage_assets.resources import IcebergResource, KafkaResource
 
 JOBS_DIR = REPO_ROOT / "flink_jobs"
@@ -87,11 +90,17 @@ def deployed_here(instance: dg.DagsterInstance, key: dg.AssetKey, jid: str) -> s
 
 
 def check_running(
-    context: dg.AssetExecutionContext, client: FlinkClient, spec: FlinkJobSpec, version: str, restore_from: str = ""
+    context: dg.AssetExecutionContext,
+    client: FlinkClient,
+    spec: FlinkJobSpec,
+    version: str,
+    restore_from: str = "",
+    on_stopped: Callable[[FlinkJob], None] | None = None,
 ) -> tuple[Adopted | None, str | None]:
     """(the running job when it is this version, else None; the savepoint to start from: the old version's, stopped
     for it, or ``restore_from`` when no job of that name runs on this cluster, e.g. a savepoint taken on another
-    cluster the job moves from; None: see ``plan_start``)."""
+    cluster the job moves from; None: see ``plan_start``). ``on_stopped`` hears of an old version stopped for the
+    new one (its run ends before the new one opens, so Marquez's latest run of the job is the new one)."""
     running = client.active(spec.name)
     if running is None:
         if restore_from:
@@ -113,6 +122,8 @@ def check_running(
         return Adopted(running, version, here or FOUND_RUNNING), None
     savepoint = client.stop_with_savepoint(running.jid, name=spec.name)
     context.log.info(f"stopped {spec.name} {running.jid} (version {deployed}) with savepoint {savepoint}")
+    if on_stopped is not None:
+        on_stopped(running)
     return None, savepoint
 
 
@@ -229,3 +240,15 @@ def deployed_by(context: dg.AssetExecutionContext) -> DagsterRun:
     """The Dagster run that deploys a job, for the dagster_run facet of the job's OpenLineage run (no parent
     facet: the streaming job outlives the run, and Marquez would rename the job after the parent)."""
     return DagsterRun(context.run.run_id, context.job_name, context.asset_key.to_user_string())
+
+
+def closer(
+    job: Job, builder: EventBuilder, emitter: LineageEmitter, dagster_run: DagsterRun
+) -> Callable[[FlinkJob], None]:
+    """Closes (COMPLETE) the run of a job version that a deployment stopped with a savepoint to replace it."""
+
+    def close(stopped: FlinkJob) -> None:
+        run_id = flink_run_id(job, stopped.jid, stopped.start_time_ms)
+        emitter.emit(builder.event(job.name, RunState.COMPLETE, run_id, dagster_run=dagster_run, engine=ENGINE))
+
+    return close

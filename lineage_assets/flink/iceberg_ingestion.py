@@ -15,6 +15,7 @@ from lineage_assets.flink.deploy import (
     FlinkJobSpec,
     adopted_result,
     check_running,
+    closer,
     deployed_by,
     ensure_dead_letter_topic,
     job_environment,
@@ -87,7 +88,8 @@ def build_iceberg_ingestion_asset(pipeline: Pipeline, settings: StackSettings) -
         dlq_args = ensure_dead_letter_topic(kafka.connection(), source.name, DLQ_TOPIC)
         version = SPEC.version(f"{config.checkpoint_interval}|{' '.join([*order_rule_args(settings), *dlq_args])}")
         builder, _ = observed_event_builder(pipeline, kafka.registry())
-        adopted, savepoint = check_running(context, client, SPEC, version, config.restore_from)
+        close_replaced = closer(job, builder, lineage.emitter(), deployed_by(context))
+        adopted, savepoint = check_running(context, client, SPEC, version, config.restore_from, close_replaced)
         if adopted is not None:
             run_id = flink_run_id(job, adopted.job.jid, adopted.job.start_time_ms)
             if adopted.started_by == FOUND_RUNNING:

@@ -114,6 +114,7 @@ def build_flink_job_sensor(pipeline: Pipeline, settings: StackSettings) -> dg.Se
         client = flink.client(settings)
         builder, registered = observed_event_builder(pipeline, kafka.registry())
         emitter = lineage.emitter()
+        outbox = lineage.outbox()
         try:
             jobs: list[FlinkJob] | None = client.jobs()
         except FlinkError as exc:
@@ -129,18 +130,26 @@ def build_flink_job_sensor(pipeline: Pipeline, settings: StackSettings) -> dg.Se
             current = FlinkClient.current_of(jobs, tracked.name) if jobs is not None else None
             state = current.state if current else "GONE"
 
-            def closed(run_id: str, seen: dict = seen) -> None:
+            closes = 0
+
+            def close(run_id: str, jid: str | None, ending: str, seen: dict = seen, name: str = tracked.name) -> None:
+                """Close a run once: not when this outbox already holds its end (the deployment that replaced the
+                job, or `stack down`, closed it)."""
+                nonlocal closes
                 seen["closed"] = [*seen.get("closed", [])[-50:], run_id]
+                if outbox.ended(run_id):
+                    return
+                event = _close(name, run_id, ending, client, jid, builder)
+                if event is not None:
+                    emitter.emit(event)
+                    closes += 1
+                    context.log.info(f"{name}: Flink job {jid} is {ending}: run {run_id} closed")
 
             # the run this sensor holds open ends when its Flink job stopped, vanished or was replaced
             held = seen.get("open")
             if held and not (current and current.jid == seen.get("jid") and current.state in ACTIVE):
                 ending = state if current and current.jid == seen.get("jid") else _ending(jobs, seen.get("jid"))
-                event = _close(tracked.name, held, ending, client, seen.get("jid"), builder)
-                if event is not None:
-                    emitter.emit(event)
-                    context.log.info(f"{tracked.name} job {seen.get('jid')} is {ending}: run {held} closed")
-                closed(held)
+                close(held, seen.get("jid"), ending)
                 seen["open"] = None
 
             version, started_by, run_id = None, None, None
@@ -182,12 +191,10 @@ def build_flink_job_sensor(pipeline: Pipeline, settings: StackSettings) -> dg.Se
                 if run["id"] in seen.get("closed", []):
                     continue  # closed by this sensor already; Marquez has not received it yet
                 jid = run_facet(run, "flink_deployment", "jobId") or run_facet(run, "flink_job", "jobId")
-                ending = _ending(jobs, jid)
-                event = _close(tracked.name, run["id"], ending, client, jid, builder)
-                if event is not None:
-                    emitter.emit(event)
-                    context.log.info(f"{tracked.name}: run {run['id']} of Flink job {jid} was open ({ending}): closed")
-                closed(run["id"])
+                close(run["id"], jid, _ending(jobs, jid))
+            if closes and seen.get("open") and current is not None:
+                # Marquez takes the run of the newest event as the job's latest run: the open one comes last
+                emitter.emit(builder.event(tracked.name, RunState.RUNNING, seen["open"], engine=ENGINE))
 
             if current is None and jobs is not None and not seen.get("jid"):
                 absent.append(tracked.name)

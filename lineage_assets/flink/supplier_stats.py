@@ -19,6 +19,7 @@ from lineage_assets.flink.deploy import (
     FlinkJobSpec,
     adopted_result,
     check_running,
+    closer,
     deployed_by,
     ensure_dead_letter_topic,
     job_environment,
@@ -100,7 +101,8 @@ def build_supplier_stats_stream_asset(pipeline: Pipeline, settings: StackSetting
             raise dg.Failure(f"parallelism must be 1 or more, got {config.parallelism}")
         version = SPEC.version(f"{config.checkpoint_interval_ms}|{config.parallelism}|{settings_text}")
         builder, _ = observed_event_builder(pipeline, kafka.registry())
-        adopted, savepoint = check_running(context, client, SPEC, version, config.restore_from)
+        close_replaced = closer(job, builder, lineage.emitter(), deployed_by(context))
+        adopted, savepoint = check_running(context, client, SPEC, version, config.restore_from, close_replaced)
         if adopted is not None:
             run_id = flink_run_id(job, adopted.job.jid, adopted.job.start_time_ms)
             if adopted.started_by == FOUND_RUNNING:

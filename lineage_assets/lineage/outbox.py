@@ -233,6 +233,17 @@ class Outbox:
             backlog_age=max(0.0, time.time() - oldest) if oldest is not None else 0.0,
         )
 
+    def ended(self, run_id: str) -> bool:
+        """Whether a terminal event (COMPLETE, ABORT, FAIL) of the run went into this outbox (queued or sent): a run
+        is closed once, whoever noticed its end first."""
+        with self._db() as db:
+            row = db.execute(
+                "SELECT 1 FROM events WHERE run_id = ? AND event_type IN ('COMPLETE','ABORT','FAIL') "
+                "AND state != 'dead' LIMIT 1",
+                (run_id,),
+            ).fetchone()
+        return row is not None
+
     def events(self, states: tuple[str, ...] | None = None) -> list[dict]:
         """Every event ever queued (or only those in ``states``: queued, sent, dead, superseded), in queue order."""
         where, args = "", ()
