@@ -1,0 +1,281 @@
+"""The engines are the truth: whoever starts a Flink job or re-creates a connector, the stack's Dagster and Marquez
+follow what runs, within a couple of sensor ticks; check (d) asks the engine when it runs.
+
+Every outside action here goes through the engines' own interfaces (Flink's REST API and CLI, Connect's REST API,
+a second Dagster instance with a lineage outbox that is never delivered), and every judgement reads the stores
+directly: Marquez's REST API with plain HTTP, the stack's Dagster instance. The tests of this module run in order
+and leave the pipeline running as they found it.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from collections.abc import Callable
+from urllib.parse import quote
+
+import dagster as dg
+import pytest
+import requests
+
+from infra.services.dagster import DagsterDev, dagster_cli
+from infra.services.flink import flink_cli, order_functions_jar
+from infra.settings import REPO_ROOT
+from lineage_assets.checks.asset_checks import build_lineage_checks
+from lineage_assets.flink import supplier_stats
+from lineage_assets.lineage.identity import Pipeline
+from lineage_assets.metadata import asset_key
+from lineage_assets.resources import build_resources
+from tests.service.lineage_assets.conftest import private_lineage, stack_dagster_instance
+
+pytestmark = pytest.mark.service
+
+NAMESPACE = "lineage-lab"  # the stack's own job namespace: these tests are about the stack's lineage
+FLINK_JOB = "supplier-stats"
+CONNECTOR = "orders-s3-sink"
+#: generous: the stack's sensors tick every 30 s; two ticks and a deployment fit several times over
+DEADLINE = 240
+
+
+def wait_for(what: str, probe: Callable[[], object], deadline: float = DEADLINE) -> object:
+    """``probe()`` until it returns something truthy; fails naming ``what`` and the last value otherwise."""
+    end, last = time.monotonic() + deadline, None
+    while time.monotonic() < end:
+        last = probe()
+        if last:
+            return last
+        time.sleep(2)
+    pytest.fail(f"{what}: not within {deadline} s (last seen: {last!r})")
+
+
+def marquez_runs(settings, job: str) -> list[dict]:
+    url = f"{settings.marquez_url}/api/v1/namespaces/{NAMESPACE}/jobs/{quote(job, safe='')}/runs"
+    return requests.get(url, params={"limit": 200}, timeout=10).json().get("runs", [])
+
+
+def running_runs(settings, job: str) -> list[dict]:
+    return [r for r in marquez_runs(settings, job) if r["state"] == "RUNNING"]
+
+
+def flink(settings, method: str, path: str, **kwargs) -> dict:
+    resp = requests.request(method, f"{settings.flink_rest_url}{path}", timeout=30, **kwargs)
+    resp.raise_for_status()
+    return resp.json() if resp.content else {}
+
+
+def running_jid(settings, name: str) -> str | None:
+    jobs = flink(settings, "GET", "/jobs/overview")["jobs"]
+    return next((j["jid"] for j in jobs if j["name"] == name and j["state"] == "RUNNING"), None)
+
+
+def cancel(settings, jid: str) -> None:
+    flink(settings, "PATCH", f"/jobs/{jid}", params={"mode": "cancel"})
+    wait_for(f"{jid} cancelled", lambda: flink(settings, "GET", f"/jobs/{jid}")["state"] == "CANCELED")
+
+
+def one_open_run_with(settings, job: str, facet: str, field: str, value: str) -> dict | None:
+    """The single RUNNING run of ``job`` in Marquez when it carries ``value`` in its run facet, else None."""
+    runs = running_runs(settings, job)
+    if len(runs) == 1 and ((runs[0].get("facets") or {}).get(facet) or {}).get(field) == value:
+        return runs[0]
+    return None
+
+
+def stack_observation(settings, key: dg.AssetKey) -> dict[str, object]:
+    """The metadata of the stack's newest observation of ``key`` (what its asset page shows)."""
+    with stack_dagster_instance(settings) as instance:
+        records = instance.fetch_observations(key, limit=1).records
+    if not records or records[0].asset_observation is None:
+        return {}
+    return {k: v.value for k, v in records[0].asset_observation.metadata.items()}
+
+
+def stack_sensor(settings, action: str, sensor: str) -> None:
+    result = dagster_cli(DagsterDev(settings).dagster_home, REPO_ROOT / "workspace.yaml", "sensor", action, sensor)
+    assert result.returncode == 0, result.stderr[-800:]
+
+
+def job_args(settings, jid: str) -> list[str]:
+    """The program arguments a pipeline job records in its own configuration (read here without the product)."""
+    user = flink(settings, "GET", f"/jobs/{jid}/config")["execution-config"]["user-config"]
+    return json.loads(base64.urlsafe_b64decode(user["lineage-lab.args"]))
+
+
+@pytest.fixture(scope="module")
+def stats_key(settings):
+    return asset_key(Pipeline.from_settings(settings).dataset("kafka_supplier_stats"))
+
+
+@pytest.fixture(scope="module")
+def deployed(settings, pipeline_ran):
+    """The main job ran: both Flink jobs and both connectors run under the stack's Dagster."""
+    assert running_jid(settings, FLINK_JOB), "the main job deploys supplier-stats"
+    return True
+
+
+def test_a_job_restarted_by_a_second_dagster_instance_has_one_open_run_in_the_stack(
+    settings, deployed, stats_key, tmp_path
+):
+    before = running_jid(settings, FLINK_JOB)
+    cancel(settings, before)
+    # a second Dagster instance, its own DAGSTER_HOME, its lineage into an outbox nobody delivers
+    resources = {**build_resources(settings), "lineage": private_lineage(settings, tmp_path)}
+    asset = supplier_stats.build_supplier_stats_stream_asset(Pipeline.from_settings(settings), settings)
+    (tmp_path / "dagster_home").mkdir()
+    with dg.DagsterInstance.local_temp(str(tmp_path / "dagster_home")) as other:
+        result = dg.materialize([asset], resources=resources, instance=other)
+    assert result.success
+    after = running_jid(settings, FLINK_JOB)
+    assert after and after != before
+    meta = result.asset_materializations_for_node("kafka__supplier_stats")[0].metadata
+    assert "retained checkpoint" in meta["deployment"].value, "a cancelled job's state is where it starts from"
+
+    wait_for(
+        f"one RUNNING run of {FLINK_JOB} in the stack's Marquez, for Flink job {after}",
+        lambda: one_open_run_with(settings, FLINK_JOB, "flink_deployment", "jobId", after),
+    )
+    observed = wait_for(
+        "the stack's Dagster reporting the new job",
+        lambda: (m := stack_observation(settings, stats_key)).get("flink_job_id") == after and m,
+    )
+    assert observed["state"] == "RUNNING"
+    assert str(observed["started_by"]).startswith("found running"), "started outside the stack's instance"
+    cancelled = [r for r in marquez_runs(settings, FLINK_JOB) if r["state"] == "ABORTED"]
+    assert any((r.get("facets") or {}).get("flink_deployment", {}).get("jobId") == before for r in cancelled), (
+        "the cancelled job's run was closed"
+    )
+
+
+def test_a_savepoint_restored_with_the_flink_cli_outside_dagster_has_one_open_run(settings, deployed, stats_key):
+    before = running_jid(settings, FLINK_JOB)
+    args = job_args(settings, before)
+    version = flink(settings, "GET", f"/jobs/{before}/config")["execution-config"]["user-config"]["lineage-lab.version"]
+    trigger = flink(settings, "POST", f"/jobs/{before}/stop", json={"drain": False})["request-id"]
+
+    def savepoint():
+        status = flink(settings, "GET", f"/jobs/{before}/savepoints/{trigger}")
+        return status["operation"]["location"] if status["status"]["id"] == "COMPLETED" else None
+
+    location = wait_for("the savepoint", savepoint)
+    # the command line the project submits with (Flink's CLI), run by hand
+    jobs_dir = REPO_ROOT / "flink_jobs"
+    result = flink_cli(
+        settings,
+        "run",
+        "-d",
+        "-j",
+        str(order_functions_jar(settings)),
+        "-s",
+        location,
+        "-pyfs",
+        f"{jobs_dir / 'connections.py'},{jobs_dir / 'deployment.py'}",
+        "-py",
+        str(jobs_dir / "supplier_stats.py"),
+        *args,
+        "--version",
+        version,
+    )
+    assert "Job has been submitted with JobID" in result.stdout, result.stdout[-2000:] + result.stderr[-2000:]
+    after = result.stdout.split("Job has been submitted with JobID ", 1)[1].split()[0]
+
+    wait_for(
+        f"one RUNNING run of {FLINK_JOB} in the stack's Marquez, for Flink job {after}",
+        lambda: one_open_run_with(settings, FLINK_JOB, "flink_deployment", "jobId", after),
+    )
+    observed = wait_for(
+        "the stack's Dagster reporting the restored job",
+        lambda: (m := stack_observation(settings, stats_key)).get("flink_job_id") == after and m,
+    )
+    assert observed["state"] == "RUNNING"
+    stopped = [r for r in marquez_runs(settings, FLINK_JOB) if r["state"] == "COMPLETED"]
+    assert any((r.get("facets") or {}).get("flink_deployment", {}).get("jobId") == before for r in stopped), (
+        "the job stopped with a savepoint FINISHED: its run COMPLETED"
+    )
+
+
+def test_a_connector_deleted_and_created_again_has_one_new_open_run(settings, deployed):
+    connect = settings.connect_url
+    config = requests.get(f"{connect}/connectors/{CONNECTOR}/config", timeout=10).json()
+    wait_for(f"an open run of {CONNECTOR}", lambda: running_runs(settings, CONNECTOR))
+    (old,) = running_runs(settings, CONNECTOR)
+    assert requests.delete(f"{connect}/connectors/{CONNECTOR}", timeout=30).status_code in (200, 204)
+    created = requests.post(f"{connect}/connectors", json={"name": CONNECTOR, "config": config}, timeout=30)
+    assert created.status_code == 201, created.text
+    wait_for(
+        f"{CONNECTOR} RUNNING again",
+        lambda: (
+            requests.get(f"{connect}/connectors/{CONNECTOR}/status", timeout=10)
+            .json()
+            .get("connector", {})
+            .get("state")
+            == "RUNNING"
+        ),
+    )
+
+    def new_run():
+        runs = running_runs(settings, CONNECTOR)
+        return runs[0] if len(runs) == 1 and runs[0]["id"] != old["id"] else None
+
+    run = wait_for(f"one new RUNNING run of {CONNECTOR} in the stack's Marquez", new_run)
+    facet = run["facets"]["kafka_connector"]
+    assert facet["name"] == CONNECTOR and facet["tasks"] and facet["tasks"][0]["state"] == "RUNNING"
+    assert facet["incarnation"] != (old.get("facets") or {}).get("kafka_connector", {}).get("incarnation")
+    assert next(r for r in marquez_runs(settings, CONNECTOR) if r["id"] == old["id"])["state"] == "ABORTED"
+
+
+def run_state_check(settings) -> dg.AssetCheckEvaluation:
+    """Check (d) of kafka/supplier_stats against the stack's Marquez, run the way the UI runs it."""
+    pipeline = Pipeline.from_settings(settings)
+    key = asset_key(pipeline.dataset("kafka_supplier_stats"))
+    checks = [c for c in build_lineage_checks(pipeline, settings) if any(k.asset_key == key for k in c.check_keys)]
+    asset = supplier_stats.build_supplier_stats_stream_asset(pipeline, settings)
+    with dg.DagsterInstance.ephemeral() as instance:
+        result = dg.materialize(
+            [asset, *checks],
+            selection=dg.AssetSelection.checks(dg.AssetCheckKey(key, "lineage_run_state_agrees")),
+            resources=build_resources(settings),
+            instance=instance,
+        )
+    (evaluation,) = result.get_asset_check_evaluations()
+    return evaluation
+
+
+def test_check_d_fails_while_the_lineage_is_stale_and_passes_once_the_sensor_ran(settings, deployed):
+    assert run_state_check(settings).passed, "the pipeline as the earlier tests left it"
+    stack_sensor(settings, "stop", "flink_job_sensor")
+    try:
+        before = running_jid(settings, FLINK_JOB)
+        cancel(settings, before)
+        jid_args = job_args(settings, before)
+        version = flink(settings, "GET", f"/jobs/{before}/config")["execution-config"]["user-config"][
+            "lineage-lab.version"
+        ]
+        checkpoint = flink(settings, "GET", f"/jobs/{before}/checkpoints")["latest"]["completed"]["external_path"]
+        jobs_dir = REPO_ROOT / "flink_jobs"
+        started = flink_cli(
+            settings,
+            "run",
+            "-d",
+            "-j",
+            str(order_functions_jar(settings)),
+            "-s",
+            checkpoint,
+            "-pyfs",
+            f"{jobs_dir / 'connections.py'},{jobs_dir / 'deployment.py'}",
+            "-py",
+            str(jobs_dir / "supplier_stats.py"),
+            *jid_args,
+            "--version",
+            version,
+        )
+        assert "Job has been submitted with JobID" in started.stdout, started.stdout[-2000:]
+        stale = run_state_check(settings)
+        assert not stale.passed, "the engine runs a job whose run Marquez does not have open"
+        assert "stale lineage, job running" in (stale.description or ""), stale.description
+    finally:
+        stack_sensor(settings, "start", "flink_job_sensor")
+    evaluation = wait_for(
+        "check (d) passing after the sensor ran", lambda: (e := run_state_check(settings)).passed and e
+    )
+    assert "lineage RUNNING" in evaluation.description
