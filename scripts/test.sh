@@ -10,7 +10,7 @@ echo "== lint"
 .venv/bin/ruff format --check .
 
 echo "== unit tests (no services)"
-.venv/bin/pytest -q -m "not service" tests
+.venv/bin/pytest -q -m "not service and not after_suite" tests
 
 started_here=0
 if ! .venv/bin/lineage-lab stack status >/dev/null 2>&1; then
@@ -23,11 +23,13 @@ echo "== embedded stack"
 .venv/bin/lineage-lab stack up
 
 echo "== all tests (unit + service)"
-if ! .venv/bin/pytest -q tests; then
+if ! .venv/bin/pytest -q -m "not after_suite" tests; then
   .venv/bin/lineage-lab stack status || true
   echo "service logs: .venv/bin/lineage-lab stack logs SERVICE" >&2
   exit 1
 fi
+echo "== after the suite: what it left in the stack"
+.venv/bin/pytest -q -m after_suite tests/after_suite
 
 # The Compose deployment (issue 13), where Docker is or can be installed (root): the embedded stack's lineage graph
 # is kept to compare with, and a stack started here is stopped first to free the machine. LINEAGE_LAB_COMPOSE=skip

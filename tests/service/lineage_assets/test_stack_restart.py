@@ -1,0 +1,90 @@
+"""`stack down` and `stack up` keep the pipeline's state: orders sitting in open supplier-stats windows at `stack
+down` are counted exactly once after `stack up`, Iceberg holds every order once, and both Flink jobs run again
+without anyone deploying them, with their lineage runs open again.
+
+The stack is restarted through the README's own command line. The judges read the stores: the supplier-stats topic
+(read-committed), Iceberg through pyiceberg, Flink's and Marquez's REST APIs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from tests.service.lineage_assets.conftest import after_everything_in_orders
+from tests.service.lineage_assets.test_engine_truth import one_open_run_with, running_jid, wait_for
+from tests.service.lineage_assets.test_flink_pipeline import (
+    Orders,
+    assert_windows_equal,
+    expected_windows,
+    iceberg_rows,
+    stats_in,
+)
+
+pytestmark = pytest.mark.service
+
+JOBS = ("iceberg-ingestion", "supplier-stats")
+CLI = str(Path(sys.executable).with_name("lineage-lab"))
+
+
+def lineage_lab(*args: str) -> str:
+    result = subprocess.run([CLI, *args], capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, (
+        f"lineage-lab {' '.join(args)} failed:\n{result.stdout[-3000:]}{result.stderr[-3000:]}"
+    )
+    return result.stdout
+
+
+def test_orders_in_open_windows_survive_stack_down_and_up(settings, pipeline_ran, resources):
+    before = {name: running_jid(settings, name) for name in JOBS}
+    assert all(before.values()), f"the main job runs both jobs: {before}"
+    orders = Orders(settings)
+    start = after_everything_in_orders(settings)
+    # 24 orders over 3 windows of 5 s; no later order follows, so the last windows stay open
+    placed = orders.produce(24, start, 500, random.Random(7))
+    assert orders.producer.flush(60) == 0
+    prefix = f"ff-{orders.token}"
+    assert len(iceberg_rows(resources, prefix, len(placed))) == len(placed), "consumed and committed before the stop"
+    time.sleep(12)  # one more supplier-stats checkpoint after the orders: they are in its state, not yet emitted
+    expected = expected_windows(placed)
+    open_windows = len(expected) - len(stats_in(settings, expected, to_end=True))
+    assert open_windows > 0, "some of the orders wait in open windows when the stack stops"
+
+    down = lineage_lab("stack", "down")
+    assert "suspended with savepoint" in down, down
+    up = lineage_lab("stack", "up")
+    for name in JOBS:
+        assert f"{name}: resumed from" in up, up
+    after = {name: running_jid(settings, name) for name in JOBS}
+    assert all(after.values()) and not set(after.values()) & set(before.values()), (
+        f"both jobs run again, as new Flink jobs, with no deploy: {before} -> {after}"
+    )
+
+    orders.flush_windows(start + dt.timedelta(minutes=2))
+    assert_windows_equal(stats_in(settings, expected, timeout=240), expected)
+    time.sleep(12)  # two more checkpoints: a window emitted twice would be committed by now
+    found = stats_in(settings, expected, to_end=True)
+    assert_windows_equal(found, expected)
+    assert sum(count for _, (_, count) in found) == len(placed), "every order counted exactly once"
+    rows = iceberg_rows(resources, prefix, len(placed))
+    assert set(rows) == set(placed) and all(len(prices) == 1 for prices in rows.values()), "each order once"
+
+    for name in JOBS:  # the lineage follows: one open run per job, of the resumed Flink job
+        wait_for(
+            f"one RUNNING run of {name} for the resumed job {after[name]}",
+            lambda name=name: one_open_run_with(settings, name, "flink_deployment", "jobId", after[name]),
+        )
+        closed = requests.get(
+            f"{settings.marquez_url}/api/v1/namespaces/lineage-lab/jobs/{name}/runs", params={"limit": 50}, timeout=10
+        ).json()["runs"]
+        suspended = [
+            r for r in closed if (r.get("facets") or {}).get("flink_deployment", {}).get("jobId") == before[name]
+        ]
+        assert [r["state"] for r in suspended] == ["COMPLETED"], f"{name}: the suspended job's run completed once"
