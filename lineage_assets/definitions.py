@@ -12,6 +12,7 @@ from lineage_assets.connect.sensor import build_connector_sensor
 from lineage_assets.flink.iceberg_ingestion import build_iceberg_ingestion_asset
 from lineage_assets.flink.sensor import build_flink_job_sensor
 from lineage_assets.flink.supplier_stats import build_supplier_stats_stream_asset
+from lineage_assets.flink.version_drift import build_version_drift_checks
 from lineage_assets.kafka.dead_letter_monitor import build_dead_letter_sensor, build_dead_letter_share_check
 from lineage_assets.kafka.dead_letters import build_dead_letter_specs
 from lineage_assets.lineage.identity import Pipeline
@@ -33,7 +34,11 @@ defs = dg.Definitions(
         build_supplier_stats_asset(pipeline),
         *build_dead_letter_specs(pipeline),
     ],
-    asset_checks=[*build_lineage_checks(pipeline, settings), build_dead_letter_share_check(pipeline, settings)],
+    asset_checks=[
+        *build_lineage_checks(pipeline, settings),
+        build_dead_letter_share_check(pipeline, settings),
+        *build_version_drift_checks(pipeline, settings),
+    ],
     jobs=[generate_orders_job, build_verify_job(settings), *build_main_jobs(pipeline)],
     schedules=[build_streaming_checks_schedule(pipeline), build_finalise_yesterday_schedule(pipeline)],
     sensors=[

@@ -9,6 +9,8 @@ lost one.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
@@ -17,6 +19,7 @@ from lineage_assets.kafka.connection import KafkaConnection
 from lineage_assets.kafka.topics import Kafka, KafkaUnavailable
 
 PREFIX = b"connector-"
+TARGET_STATE = b"target-state-"
 
 
 @dataclass(frozen=True)
@@ -25,6 +28,8 @@ class Incarnation:
     #: ``<config topic>:<partition>@<offset>`` of the record that created it
     ref: str
     created_ms: int
+    #: the same, of the last target-state record that started it again after a pause or stop (None: never)
+    resumed_ref: str | None = None
 
 
 def incarnations(bootstrap: Kafka, config_topic: str, timeout: float = 10.0) -> dict[str, Incarnation]:
@@ -56,7 +61,12 @@ def incarnations(bootstrap: Kafka, config_topic: str, timeout: float = 10.0) -> 
                     continue
                 raise KafkaUnavailable(bootstrap, timeout, KafkaException(msg.error()))
             key = msg.key() or b""
-            if key.startswith(PREFIX):
+            if key.startswith(TARGET_STATE) and msg.value():
+                name = key[len(TARGET_STATE) :].decode("utf-8", errors="replace")
+                if name in found and json.loads(msg.value()).get("state") == "STARTED":
+                    ref = f"{config_topic}:{msg.partition()}@{msg.offset()}"
+                    found[name] = dataclasses.replace(found[name], resumed_ref=ref)
+            elif key.startswith(PREFIX):
                 name = key[len(PREFIX) :].decode("utf-8", errors="replace")
                 if msg.value() is None:
                     found.pop(name, None)

@@ -8,13 +8,14 @@ deleted, or when it was deleted and created again between two looks (a new incar
 opens). A connector that runs again after that gets a new run. A worker restart keeps the run: the connector's
 incarnation is the same.
 
-Run ids derive from the incarnation (where Connect's config topic recorded its creation) and the stretch, so every
-Dagster instance that watches the same Connect cluster names the same run.
+Run ids derive from what Connect's config topic records (the incarnation's creation, its last resume), so every
+Dagster instance that watches the same Connect cluster names the same run (``run_id_of``).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from openlineage.client.event_v2 import RunEvent, RunState
@@ -22,6 +23,7 @@ from openlineage.client.event_v2 import RunEvent, RunState
 from lineage_assets.connect.client import ConnectorStatus
 from lineage_assets.connect.incarnations import Incarnation
 from lineage_assets.lineage.events import ConnectorTask, Engine, EventBuilder, KafkaConnectorRunFacet, run_id_for
+from lineage_assets.lineage.identity import Job
 
 ENGINE = Engine("kafka-connect", "4.1.2")
 
@@ -33,9 +35,8 @@ class Track:
     run_id: str | None = None
     last_state: str | None = None
     schema: str | None = None
-    #: the incarnation the open (or last) run belongs to, and how many runs it had
+    #: the incarnation the open (or last) run belongs to
     incarnation: str | None = None
-    stretch: int = 0
 
     @classmethod
     def load(cls, data: dict | None) -> Track:
@@ -67,15 +68,14 @@ def step(
     builder: EventBuilder,
     now: dt.datetime,
     incarnation: Incarnation | None = None,
-    namespace: str = "",
+    new_run_id: Callable[[], str] | None = None,
 ) -> tuple[Track, list[RunEvent]]:
     """Next track and the events to emit for one observation of a connector (``incarnation``: what Connect's
-    config topic says of it; None when unknown, then only state changes tell runs apart)."""
+    config topic says of it, None when unknown; ``new_run_id``: the id of a run opened now, see ``run_id_of``)."""
     state = _state(status)
     events: list[RunEvent] = []
     run_id = track.run_id
     ref = incarnation.ref if incarnation else None
-    stretch = track.stretch if ref == track.incarnation else 0
     facets = connector_facets(job, status, incarnation)
 
     def emit(kind: RunState, **kwargs) -> None:
@@ -83,13 +83,8 @@ def step(
         events.append(builder.event(job, kind, run_id, event_time=now, engine=ENGINE, run_facets=facets, **kwargs))
 
     def open_run() -> None:
-        nonlocal run_id, stretch
-        if incarnation is not None:
-            created = dt.datetime.fromtimestamp(incarnation.created_ms / 1000, dt.UTC)
-            run_id = run_id_for(f"{namespace}/{job}", created, f"{job}@{incarnation.ref}#{stretch}")
-        else:
-            run_id = run_id_for(job, now, f"{job}@{now.isoformat()}")
-        stretch += 1
+        nonlocal run_id
+        run_id = new_run_id() if new_run_id else run_id_for(job, now, f"{job}@{now.isoformat()}")
         emit(RunState.START)
 
     if run_id is not None and ref is not None and track.incarnation not in (None, ref):
@@ -114,4 +109,19 @@ def step(
         emit(RunState.ABORT)
         run_id = None
     # UNASSIGNED / RESTARTING: transient, no event
-    return Track(run_id=run_id, last_state=state, schema=schema, incarnation=ref, stretch=stretch), events
+    return Track(run_id=run_id, last_state=state, schema=schema, incarnation=ref or track.incarnation), events
+
+
+def run_id_of(job: Job, incarnation: Incarnation, closed: Callable[[str], bool], limit: int = 50) -> str:
+    """The run of a connector's current stretch of running, from Connect's own records only, so that every
+    instance watching the cluster names the same run: its incarnation and its last resume (a target-state record).
+    A stretch that already had a run that ended (a task failed, then was restarted: Connect records no config for
+    that) takes the next id of a chain derived from the previous one, so the chain is the same everywhere."""
+    created = dt.datetime.fromtimestamp(incarnation.created_ms / 1000, dt.UTC)
+    key = f"{job.namespace}/{job.name}"
+    run_id = run_id_for(key, created, f"{job.name}@{incarnation.ref}#{incarnation.resumed_ref or 'created'}")
+    for _ in range(limit):
+        if not closed(run_id):
+            return run_id
+        run_id = run_id_for(key, created, f"{run_id}#next")
+    return run_id

@@ -13,14 +13,14 @@ from infra.settings import StackSettings
 from lineage_assets.connect.assets import DLQ_TOPIC, ORDERS_TOPIC, SINK_CONNECTOR, SOURCE_CONNECTOR
 from lineage_assets.connect.client import ConnectError
 from lineage_assets.connect.incarnations import Incarnation, incarnations
-from lineage_assets.connect.runs import ENGINE, Track, connector_facets, step
+from lineage_assets.connect.runs import ENGINE, Track, connector_facets, run_id_of, step
 from lineage_assets.freshness import CAUGHT_UP, NEW_DATA, REASON, caught_up_materialization_due
 from lineage_assets.kafka.topics import KafkaUnavailable, consumer_lag, end_offsets
-from lineage_assets.lineage.events import RunState
+from lineage_assets.lineage.events import RunState, run_id_for
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.lineage.marquez import MarquezError
 from lineage_assets.lineage.observed import observed_event_builder
-from lineage_assets.lineage.open_runs import open_runs
+from lineage_assets.lineage.open_runs import open_runs, run_closed
 from lineage_assets.metadata import asset_key
 from lineage_assets.resources import ConnectResource, KafkaResource, LineageResource, ObjectStoreResource
 
@@ -75,7 +75,13 @@ def build_connector_sensor(
             job = pipeline.job(watched[connector])
             incarnation = created.get(connector)
             before = Track.load(cursor.get(connector))
-            track, events = step(job.name, before, status, schema_version, builder, now, incarnation, job.namespace)
+
+            def new_run_id(job=job, incarnation=incarnation) -> str:
+                if incarnation is None:  # the config topic cannot be read: a run of this sensor's own
+                    return run_id_for(job.name, now, f"{job.name}@{now.isoformat()}")
+                return run_id_of(job, incarnation, lambda candidate: run_closed(candidate, lineage))
+
+            track, events = step(job.name, before, status, schema_version, builder, now, incarnation, new_run_id)
             for event in events:
                 emitter.emit(event)
                 context.log.info(f"{connector}: {event.eventType.value} run {event.run.runId}")

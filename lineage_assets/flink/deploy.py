@@ -67,6 +67,8 @@ class Adopted:
     version: str
     #: "Dagster run <id>" when this instance deployed it, else runs.FOUND_RUNNING
     started_by: str
+    #: whether this instance already sent the run's opening events (when it deployed or adopted it before)
+    announced: bool = False
 
 
 @dataclass(frozen=True)
@@ -78,14 +80,14 @@ class Start:
 
 
 def deployed_here(instance: dg.DagsterInstance, key: dg.AssetKey, jid: str) -> str | None:
-    """The Dagster run of this instance that deployed Flink job ``jid`` for asset ``key`` (its newest
-    materialization that names the job), or None."""
+    """How Flink job ``jid`` started, as this instance's materialization of asset ``key`` that deployed or adopted it
+    recorded (``Dagster run <id>``, or found running): that materialization also sent the run's opening events.
+    None when no materialization of this instance names the job."""
     for record in instance.fetch_materializations(key, limit=20).records:
         materialization = record.asset_materialization
         meta = materialization.metadata if materialization else {}
         if "flink_job_id" in meta and meta["flink_job_id"].value == jid and "started_by" in meta:
-            started_by = str(meta["started_by"].value)
-            return started_by if started_by.startswith("Dagster run") else None
+            return str(meta["started_by"].value)
     return None
 
 
@@ -114,12 +116,12 @@ def check_running(
     deployed = client.user_config(running.jid).get(VERSION_PARAMETER)
     if deployed == version:
         here = deployed_here(context.instance, context.asset_key, running.jid) if context.asset_key else None
-        if here is None:
+        if here is None or here == FOUND_RUNNING:
             context.log.info(
                 f"{spec.name} already runs version {version} as Flink job {running.jid}, started outside this "
                 "Dagster instance: adopted, not started twice"
             )
-        return Adopted(running, version, here or FOUND_RUNNING), None
+        return Adopted(running, version, here or FOUND_RUNNING, announced=here is not None), None
     savepoint = client.stop_with_savepoint(running.jid, name=spec.name)
     context.log.info(f"stopped {spec.name} {running.jid} (version {deployed}) with savepoint {savepoint}")
     if on_stopped is not None:

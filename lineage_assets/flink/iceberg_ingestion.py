@@ -92,7 +92,7 @@ def build_iceberg_ingestion_asset(pipeline: Pipeline, settings: StackSettings) -
         adopted, savepoint = check_running(context, client, SPEC, version, config.restore_from, close_replaced)
         if adopted is not None:
             run_id = flink_run_id(job, adopted.job.jid, adopted.job.start_time_ms)
-            if adopted.started_by == FOUND_RUNNING:
+            if not adopted.announced:
                 for event in open_events(JOB, run_id, adopted.job, version, FOUND_RUNNING, builder):
                     lineage.emitter().emit(event)
             return adopted_result(adopted, run_id)

@@ -130,20 +130,31 @@ def build_flink_job_sensor(pipeline: Pipeline, settings: StackSettings) -> dg.Se
             current = FlinkClient.current_of(jobs, tracked.name) if jobs is not None else None
             state = current.state if current else "GONE"
 
-            closes = 0
-
             def close(run_id: str, jid: str | None, ending: str, seen: dict = seen, name: str = tracked.name) -> None:
                 """Close a run once: not when this outbox already holds its end (the deployment that replaced the
                 job, or `stack down`, closed it)."""
-                nonlocal closes
                 seen["closed"] = [*seen.get("closed", [])[-50:], run_id]
                 if outbox.ended(run_id):
                     return
                 event = _close(name, run_id, ending, client, jid, builder)
                 if event is not None:
                     emitter.emit(event)
-                    closes += 1
                     context.log.info(f"{name}: Flink job {jid} is {ending}: run {run_id} closed")
+
+            live = current is not None and current.state in ACTIVE
+            # any other run Marquez holds open for this job name (opened elsewhere, or a close that was lost); closed
+            # first, so that the run this sensor holds (closed or open below) is the job's newest event
+            try:
+                keep = {seen.get("open"), flink_run_id(job, current.jid, current.start_time_ms) if live else None}
+                stale = [r for r in open_runs(lineage.marquez(), job) if r["id"] not in keep]
+            except MarquezError as exc:
+                context.log.warning(f"cannot read {tracked.name}'s open runs from Marquez: {exc}")
+                stale = []
+            for run in stale:
+                if run["id"] in seen.get("closed", []):
+                    continue  # closed by this sensor already; Marquez has not received it yet
+                jid = run_facet(run, "flink_deployment", "jobId") or run_facet(run, "flink_job", "jobId")
+                close(run["id"], jid, _ending(jobs, jid))
 
             # the run this sensor holds open ends when its Flink job stopped, vanished or was replaced
             held = seen.get("open")
@@ -152,14 +163,15 @@ def build_flink_job_sensor(pipeline: Pipeline, settings: StackSettings) -> dg.Se
                 close(held, seen.get("jid"), ending)
                 seen["open"] = None
 
-            version, started_by, run_id = None, None, None
+            version, started_by, run_id, here = None, None, None, None
             if current is not None:
                 run_id = flink_run_id(job, current.jid, current.start_time_ms)
                 try:
                     version = client.user_config(current.jid).get(VERSION)
                 except FlinkError:
                     version = None
-                started_by = deployed_here(context.instance, key, current.jid) or FOUND_RUNNING
+                here = deployed_here(context.instance, key, current.jid)
+                started_by = here or FOUND_RUNNING
             if current is not None and current.state in ACTIVE:
                 if seen.get("open") != run_id:
                     if str(seen.get("by", "")).startswith("Dagster run") and started_by == FOUND_RUNNING:
@@ -167,7 +179,7 @@ def build_flink_job_sensor(pipeline: Pipeline, settings: StackSettings) -> dg.Se
                             f"{tracked.name}: Flink job {current.jid}, started outside this Dagster instance, replaces "
                             f"job {seen.get('jid')} that {seen['by']} deployed"
                         )
-                    if started_by == FOUND_RUNNING:  # a deployment from this instance sent its own START
+                    if here is None:  # a deployment (or adoption) in this instance sent its own START
                         for event in open_events(tracked.name, run_id, current, version, started_by, builder):
                             emitter.emit(event)
                         context.log.info(f"{tracked.name}: found Flink job {current.jid} running: run {run_id} opened")
@@ -180,21 +192,6 @@ def build_flink_job_sensor(pipeline: Pipeline, settings: StackSettings) -> dg.Se
                         emitter.emit(builder.event(tracked.name, RunState.RUNNING, run_id, engine=ENGINE))
                         context.log.info(f"{tracked.name}: input schema {registered.label}, run {run_id} RUNNING again")
                     seen["schema"] = registered.label
-
-            # any other run Marquez holds open for this job name (opened elsewhere, or a close that was lost)
-            try:
-                stale = [r for r in open_runs(lineage.marquez(), job) if r["id"] not in (seen.get("open"), None)]
-            except MarquezError as exc:
-                context.log.warning(f"cannot read {tracked.name}'s open runs from Marquez: {exc}")
-                stale = []
-            for run in stale:
-                if run["id"] in seen.get("closed", []):
-                    continue  # closed by this sensor already; Marquez has not received it yet
-                jid = run_facet(run, "flink_deployment", "jobId") or run_facet(run, "flink_job", "jobId")
-                close(run["id"], jid, _ending(jobs, jid))
-            if closes and seen.get("open") and current is not None:
-                # Marquez takes the run of the newest event as the job's latest run: the open one comes last
-                emitter.emit(builder.event(tracked.name, RunState.RUNNING, seen["open"], engine=ENGINE))
 
             if current is None and jobs is not None and not seen.get("jid"):
                 absent.append(tracked.name)

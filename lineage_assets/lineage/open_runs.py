@@ -3,8 +3,13 @@ one, so a job name never has two open runs, whoever opened them (another Dagster
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from lineage_assets.lineage.identity import Job
-from lineage_assets.lineage.marquez import MarquezClient
+from lineage_assets.lineage.marquez import MarquezClient, MarquezError
+
+if TYPE_CHECKING:
+    from lineage_assets.resources import LineageResource
 
 #: Marquez's states of a run that has not ended
 OPEN = frozenset({"NEW", "RUNNING"})
@@ -20,3 +25,15 @@ def open_runs(marquez: MarquezClient, job: Job) -> list[dict]:
 def run_facet(run: dict, facet: str, field: str) -> str | None:
     value = ((run.get("facets") or {}).get(facet) or {}).get(field)
     return str(value) if value is not None else None
+
+
+def run_closed(run_id: str, lineage: LineageResource) -> bool:
+    """Whether the run ended: its end went into this outbox, or Marquez holds it closed (another instance closed it).
+    Marquez out of reach counts as not closed."""
+    if lineage.outbox().ended(run_id):
+        return True
+    try:
+        run = lineage.marquez().run(run_id)
+    except MarquezError:
+        return False
+    return run is not None and run.get("state") not in OPEN

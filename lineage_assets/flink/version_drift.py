@@ -1,0 +1,75 @@
+"""A warning check on each Flink job's asset: the job that runs carries the code this checkout would deploy. An
+older build left running (another instance deployed it, nobody redeployed after an upgrade) is named with both
+versions; materializing the asset redeploys it from a savepoint."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from flink_jobs.deployment import VERSION
+from infra.settings import StackSettings
+from lineage_assets.flink import iceberg_ingestion, supplier_stats
+from lineage_assets.flink.client import ACTIVE, FlinkError
+from lineage_assets.flink.deploy import FlinkJobSpec, code_part
+from lineage_assets.lineage.identity import Pipeline
+from lineage_assets.metadata import asset_key
+from lineage_assets.resources import FlinkResource
+
+CHECK = "flink_job_version_current"
+#: the Flink jobs and the datasets they produce
+JOBS: dict[str, tuple[FlinkJobSpec, str]] = {
+    iceberg_ingestion.JOB: (iceberg_ingestion.SPEC, "iceberg_orders"),
+    supplier_stats.JOB: (supplier_stats.SPEC, "kafka_supplier_stats"),
+}
+
+
+def drift(spec: FlinkJobSpec, running_version: str | None, jid: str) -> tuple[bool, str]:
+    """(passed, what to say) for a running job carrying ``running_version``."""
+    mine = spec.code_version()
+    if running_version is None:
+        return False, (
+            f"Flink job {jid} ({spec.name}) carries no deployment version: started by an older build or by hand. "
+            f"This checkout deploys code {mine}; materialize the asset to redeploy it from a savepoint"
+        )
+    if code_part(running_version) != mine:
+        return False, (
+            f"Flink job {jid} ({spec.name}) runs code {code_part(running_version)} (version {running_version}); this "
+            f"checkout would deploy code {mine}. Materialize the asset to redeploy it from a savepoint"
+        )
+    return True, f"Flink job {jid} runs the code this checkout deploys ({running_version})"
+
+
+def build_version_drift_checks(pipeline: Pipeline, settings: StackSettings) -> list[dg.AssetChecksDefinition]:
+    return [_check(pipeline, settings, name, spec, dataset) for name, (spec, dataset) in JOBS.items()]
+
+
+def _check(
+    pipeline: Pipeline, settings: StackSettings, name: str, spec: FlinkJobSpec, dataset: str
+) -> dg.AssetChecksDefinition:
+    key = asset_key(pipeline.dataset(dataset))
+
+    @dg.asset_check(
+        asset=key,
+        name=CHECK,
+        description=f"the running {name} job carries the code this checkout deploys (an older build warns)",
+    )
+    def version_current(flink: FlinkResource) -> dg.AssetCheckResult:
+        client = flink.client(settings)
+        try:
+            current = client.current(name)
+            version = client.user_config(current.jid).get(VERSION) if current and current.state in ACTIVE else None
+        except FlinkError as exc:
+            return dg.AssetCheckResult(
+                passed=False, severity=dg.AssetCheckSeverity.WARN, description=f"cannot ask Flink: {exc}"
+            )
+        if current is None or current.state not in ACTIVE:
+            return dg.AssetCheckResult(passed=True, description=f"no {name} job runs on {client.url}")
+        passed, text = drift(spec, version, current.jid)
+        return dg.AssetCheckResult(
+            passed=passed,
+            severity=dg.AssetCheckSeverity.WARN,
+            description=text,
+            metadata={"running_version": version or "none", "checkout_code": spec.code_version()},
+        )
+
+    return version_current
