@@ -96,6 +96,23 @@ def test_a_stopped_job_left_running_in_lineage_fails_until_its_run_is_closed():
     assert not run_state_agrees(closed, ds, PIPELINE, "RUNNING").passed, "a running job needs an open run"
 
 
+def test_a_running_job_needs_its_own_run_open_and_no_other():
+    ds = PIPELINE.dataset("iceberg_orders")
+    graph = whole_pipeline()
+    node = graph.jobs[(PIPELINE.job("iceberg-ingestion").namespace, "iceberg-ingestion")]
+    node.run_states = {"run-old": "RUNNING", "run-new": "RUNNING"}
+    two = run_state_agrees(graph, ds, PIPELINE, "RUNNING", "run-new", "Flink job j2")
+    assert not two.passed and "two open runs" in two.message and "run-old" in two.message
+    node.run_states = {"run-old": "RUNNING"}
+    missing = run_state_agrees(graph, ds, PIPELINE, "RUNNING", "run-new", "Flink job j2")
+    assert not missing.passed and "stale lineage, job running" in missing.message and "run-new" in missing.message
+    node.run_states = {"run-old": "COMPLETED", "run-new": "RUNNING"}
+    assert run_state_agrees(graph, ds, PIPELINE, "RUNNING", "run-new", "Flink job j2").passed
+    assert not run_state_agrees(graph, ds, PIPELINE, "CANCELED", None, "Flink job j2").passed, "run-new still open"
+    node.run_states, node.latest_state = {"run-old": "COMPLETED", "run-new": "ABORTED"}, "ABORTED"
+    assert run_state_agrees(graph, ds, PIPELINE, "CANCELED", None, "Flink job j2").passed, "nothing open, nothing runs"
+
+
 def test_the_latest_run_that_names_datasets_sets_a_jobs_edges():
     later = emitted("orders-s3-sink", RunState.RUNNING, "96", minute=5)
     later["inputs"] = [{"namespace": "kafka://127.0.0.1:9092", "name": "orders-v2"}]

@@ -2,7 +2,8 @@ import datetime as dt
 
 from infra.settings import StackSettings
 from lineage_assets.connect.client import ConnectorStatus, TaskStatus
-from lineage_assets.connect.runs import Track, step
+from lineage_assets.connect.incarnations import Incarnation
+from lineage_assets.connect.runs import Track, run_id_of, step
 from lineage_assets.lineage.events import EventBuilder
 from lineage_assets.lineage.identity import Pipeline
 
@@ -86,3 +87,42 @@ def test_every_event_carries_the_connector_datasets_and_streaming_job_type():
             "topics/orders",
             "orders-dlq",
         ]
+
+
+RUN_A, RUN_B = "01960000-0000-7000-8000-00000000000a", "01960000-0000-7000-8000-00000000000b"
+
+
+def incarnation(ref: str, resumed: str | None = None) -> Incarnation:
+    return Incarnation("orders-s3-sink", ref, 1_700_000_000_000, resumed)
+
+
+def test_a_connector_deleted_and_created_again_between_two_looks_gets_a_new_run():
+    first, second = incarnation("_connect-configs:0@4"), incarnation("_connect-configs:0@10")
+    track, opened = step("orders-s3-sink", Track(), status(), "v1", BUILDER, T0, first, lambda: RUN_A)
+    assert [e.eventType.value for e in opened] == ["START", "RUNNING"] and track.run_id == RUN_A
+    track, events = step("orders-s3-sink", track, status(), "v1", BUILDER, T0, second, lambda: RUN_B)
+    assert [(e.eventType.value, e.run.runId) for e in events] == [
+        ("ABORT", RUN_A),
+        ("START", RUN_B),
+        ("RUNNING", RUN_B),
+    ]
+    facet = events[1].run.facets["kafka_connector"]
+    assert facet.incarnation == "_connect-configs:0@10" and facet.tasks[0].state == "RUNNING"
+
+
+def test_a_worker_restart_keeps_the_run():
+    inc = incarnation("_connect-configs:0@4")
+    track, _ = step("orders-s3-sink", Track(), status(), "v1", BUILDER, T0, inc, lambda: RUN_A)
+    track, during = step("orders-s3-sink", track, status("UNASSIGNED", "UNASSIGNED"), "v1", BUILDER, T0, inc)
+    track, after = step("orders-s3-sink", track, status(), "v1", BUILDER, T0, inc)
+    assert during == [] and after == [] and track.run_id == RUN_A
+
+
+def test_run_ids_come_from_connects_records_alone_and_skip_runs_that_ended():
+    job = Pipeline.from_settings(StackSettings()).job("orders-s3-sink")
+    created = run_id_of(job, incarnation("_connect-configs:0@4"), lambda run: False)
+    assert created == run_id_of(job, incarnation("_connect-configs:0@4"), lambda run: False), "the same everywhere"
+    resumed = run_id_of(job, incarnation("_connect-configs:0@4", "_connect-configs:0@9"), lambda run: False)
+    assert resumed != created, "a resume is a new stretch"
+    after_failure = run_id_of(job, incarnation("_connect-configs:0@4"), lambda run: run == created)
+    assert after_failure not in (created, resumed), "a restarted task after a failure: the next id of the chain"
