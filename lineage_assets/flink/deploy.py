@@ -19,7 +19,7 @@ from infra.artifacts import load_manifest
 from infra.services.flink import ORDER_FUNCTIONS_BUNDLE
 from infra.settings import REPO_ROOT, StackSettings
 from lineage_assets.flink.client import FlinkClient, FlinkJob
-from lineage_assets.flink.runs import ENGINE, FOUND_RUNNING, flink_run_id
+from lineage_assets.flink.runs import ENGINE, FOUND_RUNNING, flink_run_id, open_events
 from lineage_assets.flink.state import mismatch, newest_state
 from lineage_assets.kafka.connection import KafkaConnection
 from lineage_assets.kafka.topics import TopicSpec, dead_letter_capacity, end_offsets, ensure_topic, max_message_bytes
@@ -225,7 +225,13 @@ def submit(
     return client.job(jid) or FlinkJob(jid, spec.name, "CREATED", int(dt.datetime.now(dt.UTC).timestamp() * 1000))
 
 
-def adopted_result(adopted: Adopted, run_id: str) -> dg.MaterializeResult:
+def adopt(adopted: Adopted, job: Job, builder: EventBuilder, emitter: LineageEmitter) -> dg.MaterializeResult:
+    """The result of materializing a job that already runs this version: it is kept, and its run opened here unless
+    this instance announced it before (an outside start it had not seen)."""
+    run_id = flink_run_id(job, adopted.job.jid, adopted.job.start_time_ms)
+    if not adopted.announced:
+        for event in open_events(job.name, run_id, adopted.job, adopted.version, FOUND_RUNNING, builder):
+            emitter.emit(event)
     return dg.MaterializeResult(
         metadata={
             "flink_job_id": adopted.job.jid,

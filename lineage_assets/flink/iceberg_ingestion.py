@@ -13,7 +13,7 @@ from lineage_assets.flink.client import FlinkError
 from lineage_assets.flink.deploy import (
     JOBS_DIR,
     FlinkJobSpec,
-    adopted_result,
+    adopt,
     check_running,
     closer,
     deployed_by,
@@ -24,7 +24,7 @@ from lineage_assets.flink.deploy import (
     require_source_topic,
     submit,
 )
-from lineage_assets.flink.runs import ENGINE, FOUND_RUNNING, flink_run_id, open_events
+from lineage_assets.flink.runs import ENGINE, flink_run_id, open_events
 from lineage_assets.flink.tables import ensure_orders_table
 from lineage_assets.freshness import streaming_output
 from lineage_assets.kafka.topics import TopicSpec, has_committed_offsets
@@ -91,11 +91,7 @@ def build_iceberg_ingestion_asset(pipeline: Pipeline, settings: StackSettings) -
         close_replaced = closer(job, builder, lineage.emitter(), deployed_by(context))
         adopted, savepoint = check_running(context, client, SPEC, version, config.restore_from, close_replaced)
         if adopted is not None:
-            run_id = flink_run_id(job, adopted.job.jid, adopted.job.start_time_ms)
-            if not adopted.announced:
-                for event in open_events(JOB, run_id, adopted.job, version, FOUND_RUNNING, builder):
-                    lineage.emitter().emit(event)
-            return adopted_result(adopted, run_id)
+            return adopt(adopted, job, builder, lineage.emitter())
 
         args = [
             *("--bootstrap", kafka.connection().bootstrap, "--registry", kafka.schema_registry_url),

@@ -17,7 +17,7 @@ from lineage_assets.flink.client import FlinkError
 from lineage_assets.flink.deploy import (
     JOBS_DIR,
     FlinkJobSpec,
-    adopted_result,
+    adopt,
     check_running,
     closer,
     deployed_by,
@@ -29,7 +29,7 @@ from lineage_assets.flink.deploy import (
     submit,
 )
 from lineage_assets.flink.listener import ListenerLog, with_declared_datasets
-from lineage_assets.flink.runs import ENGINE, FOUND_RUNNING, deployment_facets, flink_run_id, open_events
+from lineage_assets.flink.runs import ENGINE, deployment_facets, flink_run_id, open_events
 from lineage_assets.freshness import streaming_output
 from lineage_assets.kafka.registry import RegistryError, ensure_compatibility, subject_of
 from lineage_assets.kafka.topics import TopicSpec, ensure_topic, has_committed_offsets
@@ -104,11 +104,7 @@ def build_supplier_stats_stream_asset(pipeline: Pipeline, settings: StackSetting
         close_replaced = closer(job, builder, lineage.emitter(), deployed_by(context))
         adopted, savepoint = check_running(context, client, SPEC, version, config.restore_from, close_replaced)
         if adopted is not None:
-            run_id = flink_run_id(job, adopted.job.jid, adopted.job.start_time_ms)
-            if not adopted.announced:
-                for event in open_events(JOB, run_id, adopted.job, version, FOUND_RUNNING, builder):
-                    lineage.emitter().emit(event)
-            return adopted_result(adopted, run_id)
+            return adopt(adopted, job, builder, lineage.emitter())
 
         emitter = lineage.emitter()
         dagster_run = deployed_by(context)

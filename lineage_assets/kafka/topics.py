@@ -135,12 +135,11 @@ def end_offsets(bootstrap: Kafka, topic: str, timeout: float = 10.0) -> dict[int
         consumer.close()
 
 
-def consumer_lag(bootstrap: Kafka, topic: str, group: str, timeout: float = 10.0) -> int | None:
-    """Records of ``topic`` the consumer group has not committed yet; None when the group has no offsets (0 when
-    the topic has never held a record: there is nothing to consume)."""
+def committed_offsets(bootstrap: Kafka, topic: str, group: str, timeout: float = 10.0) -> dict[int, tuple[int, int]]:
+    """partition -> (the consumer group's committed offset, -1 for none; the partition's end offset)."""
     ends = end_offsets(bootstrap, topic, timeout)
     if not ends:
-        return None
+        return {}
     consumer = Consumer(KafkaConnection.of(bootstrap).client_config(**{"group.id": group, "enable.auto.commit": False}))
     try:
         committed = consumer.committed([TopicPartition(topic, p) for p in ends], timeout=timeout)
@@ -148,21 +147,20 @@ def consumer_lag(bootstrap: Kafka, topic: str, group: str, timeout: float = 10.0
         raise KafkaUnavailable(bootstrap, timeout, exc) from exc
     finally:
         consumer.close()
-    if all(tp.offset < 0 for tp in committed):
-        return 0 if not any(ends.values()) else None
-    return sum(ends[tp.partition] - max(tp.offset, 0) for tp in committed)
+    return {tp.partition: (tp.offset, ends[tp.partition]) for tp in committed}
+
+
+def consumer_lag(bootstrap: Kafka, topic: str, group: str, timeout: float = 10.0) -> int | None:
+    """Records of ``topic`` the consumer group has not committed yet; None when the group has no offsets (0 when
+    the topic has never held a record: there is nothing to consume)."""
+    offsets = committed_offsets(bootstrap, topic, group, timeout)
+    if not offsets:
+        return None
+    if all(committed < 0 for committed, _ in offsets.values()):
+        return 0 if not any(end for _, end in offsets.values()) else None
+    return sum(end - max(committed, 0) for committed, end in offsets.values())
 
 
 def has_committed_offsets(bootstrap: Kafka, topic: str, group: str, timeout: float = 10.0) -> bool:
     """Whether the consumer group committed an offset past the start of ``topic`` (it consumed something there)."""
-    ends = end_offsets(bootstrap, topic, timeout)
-    if not ends:
-        return False
-    consumer = Consumer(KafkaConnection.of(bootstrap).client_config(**{"group.id": group, "enable.auto.commit": False}))
-    try:
-        committed = consumer.committed([TopicPartition(topic, p) for p in ends], timeout=timeout)
-    except KafkaException as exc:
-        raise KafkaUnavailable(bootstrap, timeout, exc) from exc
-    finally:
-        consumer.close()
-    return any(tp.offset > 0 for tp in committed)
+    return any(committed > 0 for committed, _ in committed_offsets(bootstrap, topic, group, timeout).values())

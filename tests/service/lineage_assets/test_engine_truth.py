@@ -102,6 +102,31 @@ def job_args(settings, jid: str) -> list[str]:
     return json.loads(base64.urlsafe_b64decode(user["lineage-lab.args"]))
 
 
+def restart_with_flink_cli(settings, stopped: str, state: str) -> str:
+    """Start supplier-stats again from ``state`` as an operator would: the command line the project submits with
+    (Flink's CLI), with the arguments and version the stopped job carried; returns the new Flink job id."""
+    user = flink(settings, "GET", f"/jobs/{stopped}/config")["execution-config"]["user-config"]
+    jobs_dir = REPO_ROOT / "flink_jobs"
+    result = flink_cli(
+        settings,
+        "run",
+        "-d",
+        "-j",
+        str(order_functions_jar(settings)),
+        "-s",
+        state,
+        "-pyfs",
+        f"{jobs_dir / 'connections.py'},{jobs_dir / 'deployment.py'}",
+        "-py",
+        str(jobs_dir / "supplier_stats.py"),
+        *job_args(settings, stopped),
+        "--version",
+        user["lineage-lab.version"],
+    )
+    assert "Job has been submitted with JobID" in result.stdout, result.stdout[-2000:] + result.stderr[-2000:]
+    return result.stdout.split("Job has been submitted with JobID ", 1)[1].split()[0]
+
+
 @pytest.fixture(scope="module")
 def stats_key(settings):
     return asset_key(Pipeline.from_settings(settings).dataset("kafka_supplier_stats"))
@@ -147,37 +172,29 @@ def test_a_job_restarted_by_a_second_dagster_instance_has_one_open_run_in_the_st
     )
 
 
+def test_a_third_instance_adopts_the_running_job_instead_of_starting_another(settings, deployed, tmp_path):
+    running = running_jid(settings, FLINK_JOB)
+    resources = {**build_resources(settings), "lineage": private_lineage(settings, tmp_path)}
+    asset = supplier_stats.build_supplier_stats_stream_asset(Pipeline.from_settings(settings), settings)
+    (tmp_path / "dagster_home").mkdir()
+    with dg.DagsterInstance.local_temp(str(tmp_path / "dagster_home")) as third:
+        result = dg.materialize([asset], resources=resources, instance=third)
+    meta = result.asset_materializations_for_node("kafka__supplier_stats")[0].metadata
+    assert meta["flink_job_id"].value == running and meta["deployment"].value.startswith("unchanged")
+    assert meta["started_by"].value.startswith("found running"), "it says the job was started elsewhere"
+    jobs = flink(settings, "GET", "/jobs/overview")["jobs"]
+    assert [j["jid"] for j in jobs if j["name"] == FLINK_JOB and j["state"] == "RUNNING"] == [running]
+
+
 def test_a_savepoint_restored_with_the_flink_cli_outside_dagster_has_one_open_run(settings, deployed, stats_key):
     before = running_jid(settings, FLINK_JOB)
-    args = job_args(settings, before)
-    version = flink(settings, "GET", f"/jobs/{before}/config")["execution-config"]["user-config"]["lineage-lab.version"]
     trigger = flink(settings, "POST", f"/jobs/{before}/stop", json={"drain": False})["request-id"]
 
     def savepoint():
         status = flink(settings, "GET", f"/jobs/{before}/savepoints/{trigger}")
         return status["operation"]["location"] if status["status"]["id"] == "COMPLETED" else None
 
-    location = wait_for("the savepoint", savepoint)
-    # the command line the project submits with (Flink's CLI), run by hand
-    jobs_dir = REPO_ROOT / "flink_jobs"
-    result = flink_cli(
-        settings,
-        "run",
-        "-d",
-        "-j",
-        str(order_functions_jar(settings)),
-        "-s",
-        location,
-        "-pyfs",
-        f"{jobs_dir / 'connections.py'},{jobs_dir / 'deployment.py'}",
-        "-py",
-        str(jobs_dir / "supplier_stats.py"),
-        *args,
-        "--version",
-        version,
-    )
-    assert "Job has been submitted with JobID" in result.stdout, result.stdout[-2000:] + result.stderr[-2000:]
-    after = result.stdout.split("Job has been submitted with JobID ", 1)[1].split()[0]
+    after = restart_with_flink_cli(settings, before, wait_for("the savepoint", savepoint))
 
     wait_for(
         f"one RUNNING run of {FLINK_JOB} in the stack's Marquez, for Flink job {after}",
@@ -247,29 +264,8 @@ def test_check_d_fails_while_the_lineage_is_stale_and_passes_once_the_sensor_ran
     try:
         before = running_jid(settings, FLINK_JOB)
         cancel(settings, before)
-        jid_args = job_args(settings, before)
-        version = flink(settings, "GET", f"/jobs/{before}/config")["execution-config"]["user-config"][
-            "lineage-lab.version"
-        ]
         checkpoint = flink(settings, "GET", f"/jobs/{before}/checkpoints")["latest"]["completed"]["external_path"]
-        jobs_dir = REPO_ROOT / "flink_jobs"
-        started = flink_cli(
-            settings,
-            "run",
-            "-d",
-            "-j",
-            str(order_functions_jar(settings)),
-            "-s",
-            checkpoint,
-            "-pyfs",
-            f"{jobs_dir / 'connections.py'},{jobs_dir / 'deployment.py'}",
-            "-py",
-            str(jobs_dir / "supplier_stats.py"),
-            *jid_args,
-            "--version",
-            version,
-        )
-        assert "Job has been submitted with JobID" in started.stdout, started.stdout[-2000:]
+        restart_with_flink_cli(settings, before, checkpoint)
         stale = run_state_check(settings)
         assert not stale.passed, "the engine runs a job whose run Marquez does not have open"
         assert "stale lineage, job running" in (stale.description or ""), stale.description
