@@ -65,27 +65,30 @@ def test_a_cancelled_flink_job_turns_its_output_late_within_the_window(settings,
     jid, run_id = deployed.metadata["flink_job_id"].value, deployed.metadata["openlineage/run_id"].value
     wait_for(lambda: state(stack_instance, key), FreshnessState.PASS, DAEMON_DELAY, "fresh once deployed")
 
-    FlinkClient(settings).cancel(jid)
-    cancelled = time.time()
-    wait_for(
-        lambda: state(stack_instance, key),
-        FreshnessState.FAIL,
-        window + DAEMON_DELAY,
-        f"late within the {window:.0f} s window after the job was cancelled",
-    )
-    late_after = time.time() - cancelled
-    latest = stack_instance.get_latest_materialization_event(key)
-    assert latest.timestamp < cancelled + 35, "a cancelled job's output is not materialized again (one tick at most)"
-    assert late_after >= window - 35, f"late after {late_after:.0f} s: before the {window:.0f} s window was over"
+    try:
+        FlinkClient(settings).cancel(jid)
+        cancelled = time.time()
+        wait_for(
+            lambda: state(stack_instance, key),
+            FreshnessState.FAIL,
+            window + DAEMON_DELAY,
+            f"late within the {window:.0f} s window after the job was cancelled",
+        )
+        late_after = time.time() - cancelled
+        latest = stack_instance.get_latest_materialization_event(key)
+        assert latest.timestamp < cancelled + 35, (
+            "a cancelled job's output is not materialized again (one tick at most)"
+        )
+        assert late_after >= window - 35, f"late after {late_after:.0f} s: before the {window:.0f} s window was over"
 
-    job = pipeline.job("supplier-stats")
-    marquez = MarquezClient(settings.marquez_url)
-    wait_for(
-        lambda: {r["id"]: r["state"] for r in marquez.runs(job.namespace, job.name, limit=5)}.get(run_id),
-        "ABORTED",
-        60,
-        f"the Marquez run {run_id} of the cancelled job",
-    )
-
-    deploy(stack_instance, pipeline)  # later tests find the job running again, and so does the freshness status
+        job = pipeline.job("supplier-stats")
+        marquez = MarquezClient(settings.marquez_url)
+        wait_for(
+            lambda: {r["id"]: r["state"] for r in marquez.runs(job.namespace, job.name, limit=5)}.get(run_id),
+            "ABORTED",
+            60,
+            f"the Marquez run {run_id} of the cancelled job",
+        )
+    finally:
+        deploy(stack_instance, pipeline)  # later tests find the job running again, and so does the freshness status
     wait_for(lambda: state(stack_instance, key), FreshnessState.PASS, DAEMON_DELAY, "fresh again once redeployed")
