@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
 from openlineage.client.event_v2 import RunEvent, RunState
 
@@ -40,7 +40,10 @@ class Track:
 
     @classmethod
     def load(cls, data: dict | None) -> Track:
-        return cls(**(data or {}))
+        """From a cursor entry; keys that another version of this class wrote are left out (a cursor outlives an
+        upgrade of the code)."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in (data or {}).items() if k in known})
 
     def dump(self) -> dict:
         return asdict(self)

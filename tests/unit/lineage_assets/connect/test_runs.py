@@ -126,3 +126,8 @@ def test_run_ids_come_from_connects_records_alone_and_skip_runs_that_ended():
     assert resumed != created, "a resume is a new stretch"
     after_failure = run_id_of(job, incarnation("_connect-configs:0@4"), lambda run: run == created)
     assert after_failure not in (created, resumed), "a restarted task after a failure: the next id of the chain"
+
+
+def test_a_cursor_written_by_another_version_still_loads():
+    track = Track.load({"run_id": RUN_A, "last_state": "RUNNING", "stretch": 3, "something": "new"})
+    assert track.run_id == RUN_A and track.last_state == "RUNNING"
