@@ -1,6 +1,8 @@
 """Idempotent deployment of a PyFlink job to the session cluster, shared by the assets whose producer is a Flink
-job: submit if not running, never a second copy, and a changed job (code or settings) redeployed from a savepoint
-so it resumes where the old one stopped."""
+job. The cluster is asked, not this Dagster instance's memory: a job of this version already running is adopted,
+whoever started it (never a second copy); a changed job (code or settings) is redeployed from a savepoint so it
+resumes where the old one stopped; a job that does not run starts from its newest savepoint or retained checkpoint,
+and from its consumer group's committed offsets alone only on request."""
 
 from __future__ import annotations
 
