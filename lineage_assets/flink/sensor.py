@@ -130,16 +130,18 @@ def build_flink_job_sensor(pipeline: Pipeline, settings: StackSettings) -> dg.Se
             current = FlinkClient.current_of(jobs, tracked.name) if jobs is not None else None
             state = current.state if current else "GONE"
 
-            def close(run_id: str, jid: str | None, ending: str, seen: dict = seen, name: str = tracked.name) -> None:
-                """Close a run once: not when this outbox already holds its end (the deployment that replaced the
-                job, or `stack down`, closed it)."""
-                seen["closed"] = [*seen.get("closed", [])[-50:], run_id]
-                if outbox.ended(run_id):
-                    return
-                event = _close(name, run_id, ending, client, jid, builder)
-                if event is not None:
+            def close(run_id: str, jid: str | None, ending: str, seen: dict = seen, name: str = tracked.name) -> bool:
+                """Close a run once, when its job has ended; True once it is closed. Not again when this outbox
+                already holds its end (the deployment that replaced the job, or `stack down`, closed it); not yet
+                while the job is still on its way out (CANCELLING, FAILING, SUSPENDED): a later tick closes it."""
+                if not outbox.ended(run_id):
+                    event = _close(name, run_id, ending, client, jid, builder)
+                    if event is None:
+                        return False
                     emitter.emit(event)
                     context.log.info(f"{name}: Flink job {jid} is {ending}: run {run_id} closed")
+                seen["closed"] = [*seen.get("closed", [])[-50:], run_id]
+                return True
 
             live = current is not None and current.state in ACTIVE
             # any other run Marquez holds open for this job name (opened elsewhere, or a close that was lost); closed
@@ -160,8 +162,8 @@ def build_flink_job_sensor(pipeline: Pipeline, settings: StackSettings) -> dg.Se
             held = seen.get("open")
             if held and not (current and current.jid == seen.get("jid") and current.state in ACTIVE):
                 ending = state if current and current.jid == seen.get("jid") else _ending(jobs, seen.get("jid"))
-                close(held, seen.get("jid"), ending)
-                seen["open"] = None
+                if close(held, seen.get("jid"), ending):
+                    seen["open"] = None
 
             version, started_by, run_id, here = None, None, None, None
             if current is not None:
