@@ -1,10 +1,11 @@
 """Pausing the stack's new-orders sensor while something else writes Iceberg orders in bulk (a test that computes
 its days itself, a benchmark): the daemon would otherwise run Spark over the same days alongside, on the same
-cores. When it is on again its cursor is past what was written meanwhile: nothing is requested for it later."""
+cores. When it is on again its cursor is at a materialization that reports what was written meanwhile: nothing is
+requested for it later."""
 
 from __future__ import annotations
 
-import json
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -16,6 +17,10 @@ from infra.settings import REPO_ROOT, StackSettings
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.main_run import BATCH_SENSOR
 from lineage_assets.metadata import asset_key
+from lineage_assets.spark.new_orders_sensor import reported_snapshot
+
+#: how long the Flink job sensor may take to report the snapshot the block ended at
+REPORT_WAIT_S = 180
 
 
 def stack_sensor(settings: StackSettings, *args: str) -> None:
@@ -27,16 +32,34 @@ def stack_sensor(settings: StackSettings, *args: str) -> None:
 
 @contextmanager
 def new_orders_sensor_paused(settings: StackSettings) -> Iterator[None]:
-    """The stack's new-orders sensor off inside the block; then on again, its cursor at the latest Iceberg snapshot
-    and materialization of the orders table (those days are done, or are the writer's own business)."""
+    """The stack's new-orders sensor off inside the block; then on again, its cursor at the first materialization
+    of the orders table that reports the snapshot current when the block ended, or a later one (those days are done,
+    or are the writer's own business). The Flink job sensor records it within a tick or two."""
     orders = Pipeline.from_settings(settings).dataset("iceberg_orders")
     stack_sensor(settings, "stop", BATCH_SENSOR)
     try:
         yield
     finally:
+        table = load_catalog(settings).load_table(orders.symlinks[0].name)
+        at_end = table.current_snapshot()
+        after_ms = at_end.timestamp_ms if at_end else 0
+        cursor = None
+        deadline = time.monotonic() + REPORT_WAIT_S
         with dg.DagsterInstance.from_config(str(DagsterDev(settings).dagster_home)) as instance:
-            latest = instance.fetch_materializations(asset_key(orders), limit=1).records
-        snapshot = load_catalog(settings).load_table(orders.symlinks[0].name).current_snapshot()
-        cursor = {"event": latest[0].storage_id if latest else 0, "snapshot": getattr(snapshot, "snapshot_id", None)}
-        stack_sensor(settings, "cursor", BATCH_SENSOR, "--set", json.dumps(cursor))
+            while cursor is None:
+                committed = {s.snapshot_id: s.timestamp_ms for s in table.refresh().snapshots()}
+                for record in instance.fetch_materializations(asset_key(orders), limit=20).records:
+                    snapshot = reported_snapshot(record)
+                    if at_end is None or committed.get(snapshot, -1) >= after_ms:
+                        cursor = str(record.storage_id)
+                        break
+                if cursor is None:
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(
+                            f"no materialization of {asset_key(orders).to_user_string()} reported snapshot "
+                            f"{at_end.snapshot_id} within {REPORT_WAIT_S} s: is flink_job_sensor running? The "
+                            f"new-orders sensor stays stopped; start it from the UI once it has"
+                        )
+                    time.sleep(2)
+        stack_sensor(settings, "cursor", BATCH_SENSOR, "--set", cursor)
         stack_sensor(settings, "start", BATCH_SENSOR)

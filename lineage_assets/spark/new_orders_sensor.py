@@ -1,21 +1,24 @@
-"""New Iceberg orders -> the supplier_stats days they touch.
+"""New Iceberg orders -> the supplier_stats days they touch: a Dagster asset sensor on ``iceberg/default/orders``.
 
-When ``iceberg/default/orders`` records a materialization (the Flink job sensor records one per new Iceberg
-snapshot), this sensor walks the table's snapshots committed since the last one it handled and reads the day
-partitions each changed from its summary (``partitions.bid_time_day=<day>``, written because the table sets
-``write.summary.partition-limit``). It requests a ``supplier_stats`` run for exactly those days, once: the cursor
-(the last materialization and snapshot handled) is stored by Dagster and survives restarts, and each request's run
-key names the snapshot and day, so a request is never made twice. A day whose run is still queued is not asked for
-again: that run reads the table when it starts, new snapshot included.
+The Flink job sensor records a materialization of ``iceberg/default/orders`` per new Iceberg snapshot, carrying the
+snapshot id (``iceberg/snapshot_id``). Dagster hands this sensor the newest materialization after its cursor (the
+storage id of the one handled last). The snapshots between the two (the one the handled materialization reported,
+excluded, to the new one, included) are walked along the table's parent chain, and the day partitions each changed
+are read from its summary (``partitions.bid_time_day=<day>``, written because the table sets
+``write.summary.partition-limit``). A ``supplier_stats`` run is requested for exactly those days, once: each
+request's run key names the snapshot and day, and Dagster never launches a run key twice. A day whose run is still
+queued is not asked for again: that run reads the table when it starts, new snapshot included.
 
 Its first tick starts from the last deployment of the Flink job (the last materialization of the table by a run):
 snapshots committed after it are handled, so the orders of a pipeline deployed just now are not missed; days
-written before then are a backfill's job. Without a deployment on record it starts from the current snapshot.
+written before then are a backfill's job. Without a deployment on record it starts from the reported snapshot.
+
+A catalog that does not answer fails the tick with what to do: Dagster then keeps the cursor, so the next tick
+handles the same snapshots and nothing is lost.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -29,6 +32,10 @@ from lineage_assets.resources import IcebergResource
 from lineage_assets.spark.supplier_stats import DAILY
 
 PARTITION_KEY_PREFIX = "partitions."
+#: the metadata key under which a materialization of the Iceberg table names its current snapshot
+SNAPSHOT_ID = "iceberg/snapshot_id"
+#: the job this sensor targets: one supplier_stats day per run
+SUPPLIER_STATS_DAYS_JOB = "supplier_stats_days_job"
 
 
 @dataclass(frozen=True)
@@ -100,35 +107,67 @@ def queued_days(instance: dg.DagsterInstance, target: dg.AssetKey, days: Iterabl
     return queued
 
 
-def build_supplier_stats_partition_sensor(pipeline: Pipeline, name: str = "supplier_stats_new_orders_sensor"):
+class CatalogUnavailable(RuntimeError):
+    """The Iceberg catalog did not answer: the tick fails, so Dagster keeps the cursor and nothing is skipped."""
+
+
+def reported_snapshot(record: dg.EventLogRecord | None) -> int | None:
+    """The snapshot id a materialization of the Iceberg table reported (None: none, or the table was empty)."""
+    materialization = record.asset_materialization if record else None
+    value = materialization.metadata.get(SNAPSHOT_ID) if materialization else None
+    text = str(getattr(value, "value", value) or "")
+    return int(text) if text.lstrip("-").isdigit() else None
+
+
+def handled_snapshot(instance: dg.DagsterInstance, key: dg.AssetKey, cursor: str | None) -> int | None:
+    """The snapshot reported by the materialization at ``cursor`` (the last one handled), or by the newest one
+    before it that reported any."""
+    if not cursor or not cursor.isdigit():
+        return None
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=key, before_storage_id=int(cursor) + 1), limit=20
+    ).records
+    return next((s for s in map(reported_snapshot, records) if s is not None), None)
+
+
+def build_supplier_stats_partition_sensor(
+    pipeline: Pipeline, name: str = "supplier_stats_new_orders_sensor"
+) -> dg.AssetSensorDefinition:
     source = pipeline.dataset("iceberg_orders")
     target = pipeline.dataset("iceberg_supplier_stats")
     source_key, target_key = asset_key(source), asset_key(target)
+    job = dg.define_asset_job(
+        SUPPLIER_STATS_DAYS_JOB,
+        selection=[target_key],
+        description=f"One day of {target_key.to_user_string()}: what the new-orders sensor requests.",
+    )
 
-    @dg.sensor(
+    @dg.asset_sensor(
+        asset_key=source_key,
         name=name,
+        job=job,
         minimum_interval_seconds=30,
-        asset_selection=[target_key],
         description=f"Requests {target_key.to_user_string()} for exactly the days that new Iceberg snapshots of "
         f"{source_key.to_user_string()} changed (from each snapshot's partition summary), once per snapshot.",
         default_status=dg.DefaultSensorStatus.RUNNING,
     )
-    def supplier_stats_new_orders_sensor(context: dg.SensorEvaluationContext, iceberg: IcebergResource):
-        cursor = json.loads(context.cursor) if context.cursor else None
-        records = context.instance.fetch_materializations(source_key, limit=1).records
-        latest = records[0] if records else None
-        if latest is None or (cursor and latest.storage_id == cursor["event"]):
-            return dg.SkipReason(f"no new materialization of {source_key.to_user_string()}")
+    def supplier_stats_new_orders_sensor(
+        context: dg.SensorEvaluationContext, asset_event: dg.EventLogEntry, iceberg: IcebergResource
+    ) -> list[dg.RunRequest] | dg.SkipReason:
+        until = reported_snapshot(_record(asset_event))
+        if until is None:
+            return dg.SkipReason(f"the new materialization of {source_key.to_user_string()} reports no snapshot")
         try:
             table = iceberg.catalog().load_table(source.symlinks[0].name)
         except NoSuchTableError:
             return dg.SkipReason(
                 f"Iceberg table {source.symlinks[0].name} does not exist: materialize {source_key.to_user_string()}"
             )
-        except requests.RequestException as exc:  # nothing handled: the next tick starts from the same cursor
-            return dg.SkipReason(f"the Iceberg catalog at {iceberg.uri} did not answer ({exc}): is it up?")
-        current = table.current_snapshot()
-        current_id = current.snapshot_id if current else None
+        except requests.RequestException as exc:
+            raise CatalogUnavailable(
+                f"the Iceberg catalog at {iceberg.uri} did not answer ({exc}): start it (`lineage-lab stack up`) or "
+                "point the iceberg resource at the right catalog; the next tick handles the same snapshots"
+            ) from exc
         infos = [
             SnapshotInfo(
                 s.snapshot_id,
@@ -138,18 +177,18 @@ def build_supplier_stats_partition_sensor(pipeline: Pipeline, name: str = "suppl
             )
             for s in table.snapshots()
         ]
-        new_cursor = json.dumps({"event": latest.storage_id, "snapshot": current_id})
-        if cursor is None:
+        if context.cursor and context.cursor.isdigit():
+            since = handled_snapshot(context.instance, source_key, context.cursor)
+        else:
             deployed = last_deployment_ms(context.instance, source_key)
             if deployed is None:  # nothing deployed from here: the days already in the table are a backfill's job
-                return dg.SensorResult(
-                    skip_reason=f"watching {source.symlinks[0].name} from snapshot {current_id or 'none'} on; "
-                    "backfill earlier days from the asset's page",
-                    cursor=new_cursor,
+                return dg.SkipReason(
+                    f"watching {source.symlinks[0].name} from snapshot {until} on; backfill earlier days from the "
+                    "asset's page"
                 )
-            cursor = {"snapshot": last_handled_before(infos, current_id, deployed)}
+            since = last_handled_before(infos, until, deployed)
         field = table.spec().fields[0].name
-        new = snapshots_since(infos, current_id, cursor["snapshot"])
+        new = snapshots_since(infos, until, since)
         days: dict[str, int] = {}  # day -> the newest snapshot that changed it
         for snapshot in new:
             try:
@@ -164,12 +203,15 @@ def build_supplier_stats_partition_sensor(pipeline: Pipeline, name: str = "suppl
         for day in sorted(waiting):
             context.log.info(f"{day}: a run is already queued and will read the new snapshot(s) when it starts")
         run_requests = [
-            dg.RunRequest(run_key=f"{snap}:{day}", partition_key=day, asset_selection=[target_key])
+            dg.RunRequest(run_key=f"{snap}:{day}", partition_key=day)
             for day, snap in sorted(days.items())
             if day in valid - waiting
         ]
-        if not run_requests:
-            return dg.SensorResult(skip_reason=f"{len(new)} new snapshot(s), no day to recompute", cursor=new_cursor)
-        return dg.SensorResult(run_requests=run_requests, cursor=new_cursor)
+        return run_requests or dg.SkipReason(f"{len(new)} new snapshot(s), no day to recompute")
 
     return supplier_stats_new_orders_sensor
+
+
+def _record(entry: dg.EventLogEntry) -> dg.EventLogRecord:
+    """The event as a record (storage id unknown), so one reader serves both."""
+    return dg.EventLogRecord(storage_id=0, event_log_entry=entry)

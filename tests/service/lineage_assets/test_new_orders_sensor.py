@@ -32,11 +32,10 @@ def deployed(pipeline):
 
 
 def tick(sensor, instance, cursor: str | None):
-    with dg.build_sensor_context(instance=instance, cursor=cursor, resources=defs.resources) as ctx:
-        result = sensor(ctx)
-    if isinstance(result, dg.SkipReason):
-        return [], cursor
-    return list(result.run_requests or []), result.cursor
+    """One evaluation as the daemon runs it: the run requests and the cursor Dagster stores afterwards."""
+    with dg.build_sensor_context(instance=instance, cursor=cursor, resources=defs.resources, definitions=defs) as ctx:
+        result = sensor.evaluate_tick(ctx)
+    return list(result.run_requests or []), result.cursor or cursor
 
 
 def test_new_orders_request_exactly_their_days_once(settings, pipeline, deployed):
@@ -88,7 +87,9 @@ def test_new_orders_request_exactly_their_days_once(settings, pipeline, deployed
         flink_sensor_reports_a_snapshot()
         requests, cursor = tick(sensor, instance, cursor)
         assert sorted(r.partition_key for r in requests) == [yesterday.isoformat(), today.isoformat()]
-        assert all(r.asset_selection == [asset_key(pipeline.dataset("iceberg_supplier_stats"))] for r in requests)
+        assert sensor.job_name == "supplier_stats_days_job"
+        days_job = defs.resolve_job_def(sensor.job_name)
+        assert days_job.asset_layer.executable_asset_keys == {dg.AssetKey(["iceberg", "default", "supplier_stats"])}
         assert len({r.run_key for r in requests}) == 2
 
         assert tick(sensor, instance, cursor)[0] == [], "no new materialization: nothing requested"
