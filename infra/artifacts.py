@@ -362,15 +362,18 @@ def _run_maven(bundle: Bundle, cmd: list[str], staging: Path, log: Callable[[str
 def resolve_all(
     jars_dir: Path, names: Iterable[str] | None = None, log: Callable[[str], None] = print
 ) -> dict[str, Path]:
-    """Resolve the named bundles (all by default), printing one progress line per bundle."""
+    """Resolve the named bundles (all by default), printing one progress line per bundle (one line in all when
+    every one is resolved already)."""
     bundles = load_manifest()
     wanted = list(names) if names else list(bundles)
     unknown = [n for n in wanted if n not in bundles]
     if unknown:
         raise ArtifactError(f"unknown bundle(s) {unknown}; the manifest has {sorted(bundles)}")
     todo = [bundles[n] for n in wanted if not is_resolved(jars_dir, bundles[n])]
-    if todo:
-        check_maven_central()
+    if not todo:  # one line, not one per bundle
+        log(f"JVM artifacts: all {len(wanted)} bundle(s) resolved in {jars_dir} (infra/artifacts.toml)")
+        return {name: bundle_dir(jars_dir, name) for name in wanted}
+    check_maven_central()
     out: dict[str, Path] = {}
     for i, name in enumerate(wanted, 1):
         bundle = bundles[name]

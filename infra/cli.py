@@ -34,13 +34,17 @@ def _stack(args: argparse.Namespace, settings: StackSettings) -> int:
             state = "reachable" if supervisor.reachable(external[svc.name]) else "NOT reachable"
             print(f"  {svc.name}: external at {external[svc.name]} ({state}), not started")
         chosen = [s for s in chosen if s.name not in external]
+        bundles = artifacts.load_manifest()
         needed = sorted({b for s in chosen for b in s.bundles})
-        if needed:
+        if any(not artifacts.is_resolved(settings.jars_dir, bundles[b]) for b in needed):
             artifacts.resolve_all(settings.jars_dir, needed, log=lambda m: print(f"  {m}"))
         started = time.monotonic()
         print(f"Starting {len(chosen)} service(s); state in {settings.home}")
-        supervisor.up(chosen)
-        print(f"All healthy in {time.monotonic() - started:.1f}s. `lineage-lab stack status` shows them.")
+        running = supervisor.up(chosen)  # a line for each service it starts; those already running are counted
+        print(
+            f"All healthy in {time.monotonic() - started:.1f}s ({len(running)} already running, "
+            f"{len(chosen) - len(running)} started). `lineage-lab stack status` shows them."
+        )
         if {"flink-jobmanager", "flink-taskmanager"} <= {s.name for s in chosen}:  # the jobs `stack down` suspended
             from lineage_assets.flink.suspension import resume
 

@@ -21,6 +21,9 @@ from urllib.parse import urlsplit
 
 from infra.services.base import Launch, Service, ServiceError, port_open, process_start_time, read_pid
 
+#: what :func:`start` answers for a service that runs already
+ALREADY_RUNNING = "already running"
+
 
 @dataclass(frozen=True)
 class ServiceStatus:
@@ -117,7 +120,7 @@ def start(svc: Service, log: Callable[[str], None] = print) -> str:
         if not svc.is_healthy():
             _wait_healthy(svc, pid)
         svc.after_start()
-        return f"already running (pid {pid})"
+        return f"{ALREADY_RUNNING} (pid {pid})"
     taken = [p for p in svc.ports if port_open(svc.settings.host, p)]
     if taken:
         raise svc.fail(
@@ -183,11 +186,17 @@ def stop(svc: Service) -> str:
     return outcome
 
 
-def up(services: Sequence[Service], log: Callable[[str], None] = print) -> None:
-    """Start services in order; stop at the first failure (what is up stays up for inspection)."""
+def up(services: Sequence[Service], log: Callable[[str], None] = print) -> list[str]:
+    """Start services in order; stop at the first failure (what is up stays up for inspection). Logs a line for
+    each service it starts; returns the names of those that were already running (and are healthy)."""
+    running = []
     for svc in services:
         result = start(svc, log)
-        log(f"  {svc.name}: {result}")
+        if result.startswith(ALREADY_RUNNING):
+            running.append(svc.name)
+        else:
+            log(f"  {svc.name}: {result}")
+    return running
 
 
 def down(services: Sequence[Service], log: Callable[[str], None] = print) -> None:

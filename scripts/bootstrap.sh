@@ -7,7 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 
-say() { printf '\033[1m[bootstrap]\033[0m %s\n' "$*"; }
+say() { printf '\033[1m[bootstrap]\033[0m %s\n' "$*"; changed=1; }
+changed=0  # anything installed: a run with nothing to do prints one line (the artifacts')
 die() { printf '\033[31m[bootstrap] %s\033[0m\n' "$*" >&2; exit 1; }
 
 # --- system packages ------------------------------------------------------------------------------------------
@@ -53,6 +54,5 @@ venv "$ROOT/.venv" pyproject.toml -e "$ROOT[dev]"
 venv "${LINEAGE_LAB_FLINK_VENV:-$ROOT/.venv-flink}" flink_jobs/requirements.txt -r flink_jobs/requirements.txt
 
 # --- JVM artifacts --------------------------------------------------------------------------------------------
-say "resolving JVM artifacts (infra/artifacts.toml)"
-"$ROOT/.venv/bin/lineage-lab" artifacts resolve
-say "done"
+"$ROOT/.venv/bin/lineage-lab" artifacts resolve  # a line per bundle it resolves; one line when all are
+if ((changed)); then say "done"; fi
