@@ -2,7 +2,10 @@
 
 The reference lab's windowing: event time from bid_time, bounded out-of-orderness 5 s, idleness 60 s, keyed by
 supplier, tumbling 5 s windows, allowed lateness 5 s, sum of price (as double, 2 places) and count. Unlike the
-reference it checkpoints (exactly-once: source offsets in the checkpoint, Kafka transactions on both outputs) and
+reference, a quiet stream still closes its windows: a partition without a valid order for --quiet-advance-ms
+(default 10 s) of processing time advances its watermark at the rate processing time passes until it goes idle, so a
+window comes out within window + out-of-orderness + that setting even when no later order arrives. It also
+checkpoints (exactly-once: source offsets in the checkpoint, Kafka transactions on both outputs) and
 loses nothing: records that are not valid orders and orders later than the allowed lateness go to the dead-letter
 topic with the reason. decodable-in = counted in windows + dead-lettered.
 
@@ -50,7 +53,19 @@ def main() -> None:
     p.add_argument("--max-past-s", type=int, required=True, help="plausibility window behind processing time")
     p.add_argument("--version", default="dev", help="deployment version, readable in the job's config over REST")
     p.add_argument("--checkpoint-dir", default="", help="where checkpoints are retained (empty: the cluster's)")
+    p.add_argument(
+        "--quiet-advance-ms",
+        type=int,
+        default=10_000,
+        help="processing time without a valid order after which a partition's watermark advances with it",
+    )
     a, _ = p.parse_known_args()
+    if not 0 <= a.quiet_advance_ms <= IDLENESS_MS - OUT_OF_ORDERNESS_MS - WINDOW_MS:
+        # the advance must close the windows of a partition's newest orders before the partition goes idle
+        p.error(
+            f"--quiet-advance-ms must be 0 to {IDLENESS_MS - OUT_OF_ORDERNESS_MS - WINDOW_MS} (idleness - "
+            f"out-of-orderness - window), got {a.quiet_advance_ms}"
+        )
 
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(a.parallelism)
@@ -78,7 +93,9 @@ def main() -> None:
         .set_property("commit.offsets.on.checkpoint", "true")
         .build()
     )
-    watermarks = WatermarkStrategy(orders.flink.OrderWatermarks.strategy(OUT_OF_ORDERNESS_MS, IDLENESS_MS))
+    watermarks = WatermarkStrategy(
+        orders.flink.OrderWatermarks.strategy(OUT_OF_ORDERNESS_MS, IDLENESS_MS, a.quiet_advance_ms)
+    )
     decoded = env.from_source(source, watermarks, "orders").uid("orders-source")
     topology = orders.flink.SupplierStatsTopology.build(
         decoded._j_data_stream, WINDOW_MS, OUT_OF_ORDERNESS_MS, ALLOWED_LATENESS_MS

@@ -52,6 +52,10 @@ CONSUMER_GROUP = "supplier-stats"
 
 class SupplierStatsConfig(dg.Config):
     checkpoint_interval_ms: int = 10_000  # output is transactional: windows become readable at each checkpoint
+    #: processing time a partition of the source topic may go without a valid order before its event-time clock
+    #: advances with processing time (so a window comes out within window + out-of-orderness + this, plus a
+    #: checkpoint, even when no later order arrives); 0 to 50,000 (the job's idleness - out-of-orderness - window)
+    quiet_advance_ms: int = 10_000
     #: subtasks of every operator; event time is kept per partition inside the source whatever this is, so more
     #: only pays when there are more cores than the 2 of the embedded stack's machine
     parallelism: int = 1
@@ -99,7 +103,9 @@ def build_supplier_stats_stream_asset(pipeline: Pipeline, settings: StackSetting
         settings_text = " ".join([*order_rule_args(settings), *dlq_args])
         if config.parallelism < 1:
             raise dg.Failure(f"parallelism must be 1 or more, got {config.parallelism}")
-        version = SPEC.version(f"{config.checkpoint_interval_ms}|{config.parallelism}|{settings_text}")
+        version = SPEC.version(
+            f"{config.checkpoint_interval_ms}|{config.parallelism}|{config.quiet_advance_ms}|{settings_text}"
+        )
         builder, _ = observed_event_builder(pipeline, kafka.registry())
         close_replaced = closer(job, builder, lineage.emitter(), deployed_by(context))
         adopted, savepoint = check_running(context, client, SPEC, version, config.restore_from, close_replaced)
@@ -116,6 +122,7 @@ def build_supplier_stats_stream_asset(pipeline: Pipeline, settings: StackSetting
             *("--source-topic", source_topic, "--parallelism", str(config.parallelism)),
             *("--sink-topic", output_topic.name, "--dlq-topic", DLQ_TOPIC.name, "--group-id", CONSUMER_GROUP),
             *("--checkpoint-interval-ms", str(config.checkpoint_interval_ms)),
+            *("--quiet-advance-ms", str(config.quiet_advance_ms)),
             *order_rule_args(settings),
             *dlq_args,
         ]

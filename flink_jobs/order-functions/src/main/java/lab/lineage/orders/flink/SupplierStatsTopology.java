@@ -76,11 +76,10 @@ public final class SupplierStatsTopology {
                 .aggregate(new SumAndCount(), new WithWindow(), SumAndCount.TYPE, SumAndCount.TYPE, STATS)
                 .name("per-supplier windows")
                 .uid("supplier-windows");
-        String lateness = "(out-of-orderness " + outOfOrdernessMs / 1000 + " s + allowed lateness "
-                + allowedLatenessMs / 1000 + " s)";
+        String lateness = "out-of-orderness " + outOfOrdernessMs / 1000 + " s + allowed lateness "
+                + allowedLatenessMs / 1000 + " s";
         DataStream<Row> lateLetters = stats.getSideOutput(late)
-                .map(order -> Row.of(order.f3, "late: bid_time " + OrderRule.utcText(order.f2)
-                        + " arrived after its window closed " + lateness))
+                .process(new LateReason(lateness))
                 .returns(DEAD_LETTER)
                 .name("late orders")
                 .uid("late-orders");
@@ -105,6 +104,27 @@ public final class SupplierStatsTopology {
             } else {
                 ctx.output(bad, Row.of(order.raw, order.reason));
             }
+        }
+    }
+
+    /**
+     * A late order's dead letter: its bid_time and where the event-time clock already was (moved by later orders, or
+     * by processing time on a quiet stream), so the reason says why its window had closed.
+     */
+    static final class LateReason extends ProcessFunction<Tuple4<String, Long, Long, byte[]>, Row> {
+        private static final long serialVersionUID = 1L;
+        private final String lateness;
+
+        LateReason(String lateness) {
+            this.lateness = lateness;
+        }
+
+        @Override
+        public void processElement(Tuple4<String, Long, Long, byte[]> order, Context ctx, Collector<Row> out) {
+            long clock = ctx.timerService().currentWatermark();
+            String at = clock == Long.MIN_VALUE ? "" : "event time already at " + OrderRule.utcText(clock) + "; ";
+            out.collect(Row.of(order.f3, "late: bid_time " + OrderRule.utcText(order.f2)
+                    + " arrived after its window closed (" + at + lateness + ")"));
         }
     }
 

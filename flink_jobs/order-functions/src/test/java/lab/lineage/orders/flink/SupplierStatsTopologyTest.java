@@ -52,7 +52,7 @@ class SupplierStatsTopologyTest {
         env.setParallelism(2);
         DataStream<DecodedOrder> decoded = env.fromData(input, TypeInformation.of(DecodedOrder.class))
                 .setParallelism(1)
-                .assignTimestampsAndWatermarks(OrderWatermarks.strategy(5000, 60_000)).setParallelism(1);
+                .assignTimestampsAndWatermarks(OrderWatermarks.strategy(5000, 60_000, 10_000)).setParallelism(1);
         SupplierStatsTopology topology = SupplierStatsTopology.build(decoded, 5000, 5000, 5000);
         CloseableIterator<Row> stats = topology.stats().collectAsync();
         CloseableIterator<Row> dead = topology.deadLetters().collectAsync();
