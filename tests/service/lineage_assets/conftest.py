@@ -149,7 +149,9 @@ def read_topic(settings, topic: str, want, done=None, timeout: float = 180.0) ->
 
 def after_everything_in_orders(settings) -> dt.datetime:
     """A window start later than every plausible bid_time already in `orders` (earlier runs' data included), so the
-    job's watermark never makes this run's orders late (an implausible one never reached the watermark)."""
+    job's watermark never makes this run's orders late (an implausible one never reached the watermark). On a quiet
+    stream supplier-stats' clock runs on with processing time until the partitions go idle (60 s), so it may be up
+    to that far past the newest bid_time."""
     deserialize = AvroDeserializer(SchemaRegistryClient({"url": settings.schema_registry_url}))
     ctx = SerializationContext("orders", MessageField.VALUE)
     consumer = Consumer({"bootstrap.servers": settings.kafka_bootstrap, "group.id": f"t-{uuid.uuid4()}"})
@@ -167,7 +169,7 @@ def after_everything_in_orders(settings) -> dt.datetime:
                 latest = max(latest, bid) if bid <= plausible else latest
     finally:
         consumer.close()
-    start = latest + dt.timedelta(seconds=30)
+    start = latest + dt.timedelta(seconds=30 + 60)
     return start.replace(second=start.second // 5 * 5, microsecond=0)
 
 
