@@ -6,6 +6,7 @@ import dagster as dg
 
 from infra.settings import StackSettings
 from lineage_assets.checks.asset_checks import build_lineage_checks, build_streaming_checks_schedule
+from lineage_assets.checks.latest_state import build_latest_state_checks
 from lineage_assets.checks.verify_job import build_verify_job
 from lineage_assets.connect.assets import build_connect_assets
 from lineage_assets.connect.sensor import build_connector_sensor
@@ -25,6 +26,7 @@ from lineage_assets.spark.supplier_stats import build_supplier_stats_asset
 
 settings = StackSettings.from_env()
 pipeline = Pipeline.from_settings(settings)
+latest_checks = build_latest_state_checks(pipeline, settings)
 
 defs = dg.Definitions(
     assets=[
@@ -42,8 +44,8 @@ defs = dg.Definitions(
     jobs=[generate_orders_job, build_verify_job(settings), *build_main_jobs(pipeline)],
     schedules=[build_streaming_checks_schedule(pipeline), build_finalise_yesterday_schedule(pipeline)],
     sensors=[
-        build_connector_sensor(pipeline, settings=settings),
-        build_flink_job_sensor(pipeline, settings),
+        build_connector_sensor(pipeline, settings=settings, latest_checks=latest_checks),
+        build_flink_job_sensor(pipeline, settings, latest_checks=latest_checks),
         build_supplier_stats_partition_sensor(pipeline),
         build_dead_letter_sensor(pipeline),
     ],

@@ -86,14 +86,26 @@ def findings(graph: LineageGraph, ds: Dataset, pipeline: Pipeline, engine: Engin
     }
 
 
-def marquez_findings(
-    lineage: LineageResource, ds: Dataset, pipeline: Pipeline, engine: EngineNow
-) -> dict[str, compare.Finding]:
-    """The six findings on what Marquez holds; failures explained by replaying the outbox (see compare.explain)."""
+def read_graph(lineage: LineageResource, pipeline: Pipeline) -> LineageGraph | MarquezError:
+    """The lineage graph Marquez holds now, or why it could not be read (every check then says so)."""
     try:
-        graph = from_marquez(lineage.marquez(), pipeline)
+        return from_marquez(lineage.marquez(), pipeline)
     except MarquezError as exc:
-        return {name: compare.Finding(False, f"cannot read the lineage graph: {exc}") for name in CHECKS}
+        return exc
+
+
+def marquez_findings(
+    lineage: LineageResource,
+    ds: Dataset,
+    pipeline: Pipeline,
+    engine: EngineNow,
+    graph: LineageGraph | MarquezError | None = None,
+) -> dict[str, compare.Finding]:
+    """The six findings on what Marquez holds (``graph``: read once by the caller, shared by several assets);
+    failures explained by replaying the outbox (see compare.explain)."""
+    graph = read_graph(lineage, pipeline) if graph is None else graph
+    if isinstance(graph, MarquezError):
+        return {name: compare.Finding(False, f"cannot read the lineage graph: {graph}") for name in CHECKS}
     found = findings(graph, ds, pipeline, engine)
     if all(f.passed for f in found.values()):
         return found
@@ -129,21 +141,34 @@ def _checks_for(pipeline: Pipeline, settings: StackSettings, ds: Dataset) -> dg.
     ):
         engine = engine_now(context.instance, key, producer, flink.client(settings), connect.client())
         selected = {k.name for k in context.selected_asset_check_keys}
-        counts = lineage.outbox().counts()
-        delivery = {"lineage/backlog": counts.queued, "lineage/backlog_age_s": round(counts.backlog_age, 1)}
-        for name, finding in marquez_findings(lineage, ds, pipeline, engine).items():
-            if name not in selected:
-                continue
-            yield dg.AssetCheckResult(
-                asset_key=key,
-                check_name=name,
-                passed=finding.passed,
-                severity=dg.AssetCheckSeverity.WARN if finding.warning else dg.AssetCheckSeverity.ERROR,
-                description=finding.message,
-                metadata={**_metadata(finding), **delivery, "marquez/node_id": ds.node_id},
-            )
+        for result in lineage_results(lineage, ds, pipeline, engine):
+            if result.check_name in selected:
+                yield result
 
     return lineage_checks
+
+
+def lineage_results(
+    lineage: LineageResource,
+    ds: Dataset,
+    pipeline: Pipeline,
+    engine: EngineNow,
+    graph: LineageGraph | MarquezError | None = None,
+) -> list[dg.AssetCheckResult]:
+    """The six lineage checks' results for ``ds``, as a check run and a sensor tick both record them."""
+    counts = lineage.outbox().counts()
+    delivery = {"lineage/backlog": counts.queued, "lineage/backlog_age_s": round(counts.backlog_age, 1)}
+    return [
+        dg.AssetCheckResult(
+            asset_key=asset_key(ds),
+            check_name=name,
+            passed=finding.passed,
+            severity=dg.AssetCheckSeverity.WARN if finding.warning else dg.AssetCheckSeverity.ERROR,
+            description=finding.message,
+            metadata={**_metadata(finding), **delivery, "marquez/node_id": ds.node_id},
+        )
+        for name, finding in marquez_findings(lineage, ds, pipeline, engine, graph).items()
+    ]
 
 
 def build_streaming_checks_schedule(pipeline: Pipeline) -> dg.ScheduleDefinition:

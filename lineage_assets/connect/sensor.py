@@ -6,6 +6,7 @@ Marquez holds open for the connector's job is closed, so one job name never has 
 import datetime as dt
 import json
 import time
+from typing import TYPE_CHECKING
 
 import dagster as dg
 
@@ -22,7 +23,16 @@ from lineage_assets.lineage.marquez import MarquezError
 from lineage_assets.lineage.observed import observed_event_builder
 from lineage_assets.lineage.open_runs import open_runs, run_closed
 from lineage_assets.metadata import asset_key
-from lineage_assets.resources import ConnectResource, KafkaResource, LineageResource, ObjectStoreResource
+from lineage_assets.resources import (
+    ConnectResource,
+    FlinkResource,
+    KafkaResource,
+    LineageResource,
+    ObjectStoreResource,
+)
+
+if TYPE_CHECKING:  # the checks are handed in by definitions.py: this module does not import them
+    from lineage_assets.checks.latest_state import LatestStateChecks
 
 #: cursor entry holding how many archive objects the last tick saw
 ARCHIVE_CURSOR = "_archive_objects"
@@ -36,7 +46,9 @@ def build_connector_sensor(
     connectors: dict[str, str] | None = None,
     name: str = "connector_sensor",
     settings: StackSettings | None = None,
+    latest_checks: "LatestStateChecks | None" = None,
 ) -> dg.SensorDefinition:
+    """``latest_checks``: evaluates the checks of the archive in the tick that materializes it."""
     watched = connectors or CONNECTORS
     settings = settings or StackSettings.from_env()
     topic_key = asset_key(pipeline.dataset("kafka_orders"))
@@ -55,6 +67,7 @@ def build_connector_sensor(
         kafka: KafkaResource,
         object_store: ObjectStoreResource,
         lineage: LineageResource,
+        flink: FlinkResource,
     ) -> dg.SensorResult | dg.SkipReason:
         client = connect.client()
         try:
@@ -188,6 +201,8 @@ def build_connector_sensor(
         if reason:
             facts = next(o.metadata for o in observations if o.asset_key == archive_key)
             observations.append(dg.AssetMaterialization(asset_key=archive_key, metadata={**facts, REASON: reason}))
+            if latest_checks is not None:
+                observations += latest_checks(context.instance, name, [archive_key], lineage, flink, connect)
         cursor[ARCHIVE_CURSOR] = objects
         return dg.SensorResult(asset_events=observations, cursor=json.dumps(cursor))
 

@@ -14,6 +14,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import dagster as dg
 from openlineage.client.event_v2 import RunEvent
@@ -32,7 +33,10 @@ from lineage_assets.lineage.marquez import MarquezError
 from lineage_assets.lineage.observed import observed_event_builder
 from lineage_assets.lineage.open_runs import open_runs, run_facet
 from lineage_assets.metadata import asset_key
-from lineage_assets.resources import FlinkResource, IcebergResource, KafkaResource, LineageResource
+from lineage_assets.resources import ConnectResource, FlinkResource, IcebergResource, KafkaResource, LineageResource
+
+if TYPE_CHECKING:  # the checks are handed in by definitions.py: this module does not import them
+    from lineage_assets.checks.latest_state import LatestStateChecks
 
 #: (facts about the job's output, a marker that changes exactly when new data arrived)
 OutputFacts = tuple[dict[str, object], str | None]
@@ -93,7 +97,11 @@ def _close(
     )
 
 
-def build_flink_job_sensor(pipeline: Pipeline, settings: StackSettings) -> dg.SensorDefinition:
+def build_flink_job_sensor(
+    pipeline: Pipeline, settings: StackSettings, latest_checks: LatestStateChecks | None = None
+) -> dg.SensorDefinition:
+    """``latest_checks``: evaluates the checks of each asset this sensor materializes, in the same tick."""
+
     @dg.sensor(
         name="flink_job_sensor",
         minimum_interval_seconds=30,
@@ -109,6 +117,7 @@ def build_flink_job_sensor(pipeline: Pipeline, settings: StackSettings) -> dg.Se
         kafka: KafkaResource,
         lineage: LineageResource,
         flink: FlinkResource,
+        connect: ConnectResource,
     ) -> dg.SensorResult | dg.SkipReason:
         cursor = json.loads(context.cursor) if context.cursor else {}
         client = flink.client(settings)
@@ -240,6 +249,9 @@ def build_flink_job_sensor(pipeline: Pipeline, settings: StackSettings) -> dg.Se
                 seen["data"] = marker
         if not events:
             return dg.SkipReason(f"no Flink job of these names on {client.url}: {', '.join(absent)}")
+        if latest_checks is not None:
+            materialized = [e.asset_key for e in events if isinstance(e, dg.AssetMaterialization)]
+            events += latest_checks(context.instance, "flink_job_sensor", materialized, lineage, flink, connect)
         return dg.SensorResult(asset_events=events, cursor=json.dumps(cursor))
 
     return flink_job_sensor

@@ -9,7 +9,7 @@ import dagster as dg
 from flink_jobs.deployment import VERSION
 from infra.settings import StackSettings
 from lineage_assets.flink import iceberg_ingestion, supplier_stats
-from lineage_assets.flink.client import ACTIVE, FlinkError
+from lineage_assets.flink.client import ACTIVE, FlinkClient, FlinkError
 from lineage_assets.flink.deploy import FlinkJobSpec, code_part
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.metadata import asset_key
@@ -39,6 +39,26 @@ def drift(spec: FlinkJobSpec, running_version: str | None, jid: str) -> tuple[bo
     return True, f"Flink job {jid} runs the code this checkout deploys ({running_version})"
 
 
+def version_result(client: FlinkClient, name: str, spec: FlinkJobSpec) -> dg.AssetCheckResult:
+    """The check's result for the job of ``name`` running on ``client``'s cluster now."""
+    try:
+        current = client.current(name)
+        version = client.user_config(current.jid).get(VERSION) if current and current.state in ACTIVE else None
+    except FlinkError as exc:
+        return dg.AssetCheckResult(
+            passed=False, severity=dg.AssetCheckSeverity.WARN, description=f"cannot ask Flink: {exc}"
+        )
+    if current is None or current.state not in ACTIVE:
+        return dg.AssetCheckResult(passed=True, description=f"no {name} job runs on {client.url}")
+    passed, text = drift(spec, version, current.jid)
+    return dg.AssetCheckResult(
+        passed=passed,
+        severity=dg.AssetCheckSeverity.WARN,
+        description=text,
+        metadata={"running_version": version or "none", "checkout_code": spec.code_version()},
+    )
+
+
 def build_version_drift_checks(pipeline: Pipeline, settings: StackSettings) -> list[dg.AssetChecksDefinition]:
     return [_check(pipeline, settings, name, spec, dataset) for name, (spec, dataset) in JOBS.items()]
 
@@ -54,22 +74,6 @@ def _check(
         description=f"the running {name} job carries the code this checkout deploys (an older build warns)",
     )
     def version_current(flink: FlinkResource) -> dg.AssetCheckResult:
-        client = flink.client(settings)
-        try:
-            current = client.current(name)
-            version = client.user_config(current.jid).get(VERSION) if current and current.state in ACTIVE else None
-        except FlinkError as exc:
-            return dg.AssetCheckResult(
-                passed=False, severity=dg.AssetCheckSeverity.WARN, description=f"cannot ask Flink: {exc}"
-            )
-        if current is None or current.state not in ACTIVE:
-            return dg.AssetCheckResult(passed=True, description=f"no {name} job runs on {client.url}")
-        passed, text = drift(spec, version, current.jid)
-        return dg.AssetCheckResult(
-            passed=passed,
-            severity=dg.AssetCheckSeverity.WARN,
-            description=text,
-            metadata={"running_version": version or "none", "checkout_code": spec.code_version()},
-        )
+        return version_result(flink.client(settings), name, spec)
 
     return version_current

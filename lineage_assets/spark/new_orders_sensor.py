@@ -19,6 +19,7 @@ handles the same snapshots and nothing is lost.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -179,6 +180,8 @@ def build_supplier_stats_partition_sensor(
         ]
         if context.cursor and context.cursor.isdigit():
             since = handled_snapshot(context.instance, source_key, context.cursor)
+        elif context.cursor and context.cursor.startswith("{"):  # the cursor of the earlier, standard sensor
+            since = json.loads(context.cursor).get("snapshot")
         else:
             deployed = last_deployment_ms(context.instance, source_key)
             if deployed is None:  # nothing deployed from here: the days already in the table are a backfill's job

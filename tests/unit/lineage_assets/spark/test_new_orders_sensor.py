@@ -53,3 +53,23 @@ def test_the_first_tick_starts_at_the_last_snapshot_committed_before_the_deploym
     assert last_handled_before(chain, 3, deployed_ms=500) is None, "all of them came after: all are handled"
     assert last_handled_before(chain, 3, deployed_ms=9_000) == 3
     assert last_handled_before([], None, deployed_ms=9_000) is None
+
+
+def test_the_handled_snapshot_is_the_one_the_cursor_materialization_reported():
+    import dagster as dg
+
+    from lineage_assets.spark.new_orders_sensor import handled_snapshot
+
+    key = dg.AssetKey(["iceberg", "default", "orders"])
+    with dg.DagsterInstance.ephemeral() as instance:
+        for metadata in (
+            {"iceberg/snapshot_id": "5"},
+            {},
+            {"iceberg/snapshot_id": "none yet"},
+            {"iceberg/snapshot_id": "7"},
+        ):
+            instance.report_runless_asset_event(dg.AssetMaterialization(asset_key=key, metadata=metadata))
+        ids = [r.storage_id for r in instance.fetch_materializations(key, limit=10, ascending=True).records]
+        # a materialization without a snapshot (a deployment of an empty table): the newest one before it counts
+        assert [handled_snapshot(instance, key, str(i)) for i in ids] == [5, 5, 5, 7]
+        assert handled_snapshot(instance, key, None) is None

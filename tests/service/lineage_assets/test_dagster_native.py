@@ -1,0 +1,177 @@
+"""What a Dagster user sees through the webserver's GraphQL: the new-orders sensor is an asset sensor on Iceberg
+orders and, run by the stack's daemon, asks for each new snapshot's days exactly once; every streaming asset has
+check results for its latest materialization."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+import uuid
+
+import dagster as dg
+import pytest
+import requests
+from pyiceberg.expressions import In
+
+from infra.services.iceberg_catalog import load_catalog
+from lineage_assets.definitions import defs
+from lineage_assets.source.orders import ensure_table
+
+pytestmark = pytest.mark.service
+
+SENSOR = "supplier_stats_new_orders_sensor"
+ORDERS = ["iceberg", "default", "orders"]
+#: the assets whose producers run forever (the reference lab's streaming side), written out by hand
+STREAMING = [
+    ["kafka", "orders"],
+    ["s3", "orders_archive"],
+    ["iceberg", "default", "orders"],
+    ["kafka", "supplier_stats"],
+    ["kafka", "dead_letters", "orders_dlq"],
+    ["kafka", "dead_letters", "orders_dlq_flink"],
+    ["kafka", "dead_letters", "orders_dlq_supplier_stats"],
+]
+
+SENSOR_QUERY = """
+query ($name: String!) {
+  sensorOrError(sensorSelector: {repositoryLocationName: "lineage_assets", repositoryName: "__repository__",
+                                 sensorName: $name}) {
+    __typename
+    ... on Sensor { sensorType metadata { assetKeys { path } } sensorState { status } }
+  }
+}"""
+
+CHECKS_QUERY = """
+query ($path: [String!]!) {
+  assetNodeOrError(assetKey: {path: $path}) {
+    __typename
+    ... on AssetNode {
+      assetMaterializations(limit: 1) { timestamp }
+      assetChecksOrError { ... on AssetChecks { checks {
+        name
+        executionForLatestMaterialization { status evaluation { success timestamp } }
+      } } }
+    }
+  }
+}"""
+
+
+def graphql(settings, query: str, **variables) -> dict:
+    resp = requests.post(
+        f"http://{settings.host}:{settings.dagster_port}/graphql",
+        json={"query": query, "variables": variables},
+        timeout=60,
+    )
+    resp.raise_for_status()
+    body = resp.json()
+    assert "errors" not in body, body["errors"]
+    return body["data"]
+
+
+def test_the_new_orders_sensor_is_an_asset_sensor_on_iceberg_orders(settings):
+    sensor = graphql(settings, SENSOR_QUERY, name=SENSOR)["sensorOrError"]
+    assert sensor["__typename"] == "Sensor", sensor
+    assert sensor["sensorType"] == "ASSET"
+    assert [k["path"] for k in sensor["metadata"]["assetKeys"]] == [ORDERS]
+
+
+def days_of(summary: dict[str, str]) -> set[str]:
+    """The bid_time days a snapshot summary names (read here, independently of the sensor's reader)."""
+    return {
+        part.split("=", 1)[1]
+        for key in summary
+        if key.startswith("partitions.")
+        for part in key.removeprefix("partitions.").split("/")
+        if part.startswith("bid_time_day=")
+    }
+
+
+def test_a_snapshot_that_touches_two_days_gives_one_run_per_day_once(settings, stack_instance):
+    """Orders of yesterday and today through the real path; the stack's daemon (flink_job_sensor reporting the
+    snapshot, then the asset sensor) launches one supplier_stats run per day the new snapshots changed, once."""
+    assert graphql(settings, SENSOR_QUERY, name=SENSOR)["sensorOrError"]["sensorState"]["status"] == "RUNNING"
+    table = load_catalog(settings).load_table("default.orders")
+    before = table.current_snapshot()
+    now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    today, yesterday = now.date(), (now - dt.timedelta(days=1)).date()
+    bid_times = {
+        yesterday: now - dt.timedelta(days=1),
+        today: max(dt.datetime.combine(today, dt.time(0)), now - dt.timedelta(seconds=30)),
+    }
+    ids = [f"two-days-{uuid.uuid4()}" for _ in range(6)]
+    rows = [(i, "Dana", "Desk", "40.00", bid_times[d]) for i, d in zip(ids, [yesterday, today] * 3, strict=True)]
+    with defs.resources["source_db"].connect() as conn:
+        ensure_table(conn)
+        with conn.cursor() as cur:  # one transaction
+            cur.executemany(
+                "INSERT INTO public.orders (order_id, supplier, item, price, bid_time) VALUES (%s, %s, %s, %s, %s)",
+                rows,
+            )
+    deadline = time.monotonic() + 240
+    while table.refresh().scan(row_filter=In("order_id", ids)).to_arrow().num_rows < len(ids):
+        assert time.monotonic() < deadline, "the orders did not reach Iceberg in 4 minutes"
+        time.sleep(2)
+
+    # the judge: the snapshots committed since, and the days each one's summary names
+    chain, at = [], table.current_snapshot()
+    while at is not None and (before is None or at.snapshot_id != before.snapshot_id):
+        chain.append(at)
+        at = table.snapshot_by_id(at.parent_snapshot_id) if at.parent_snapshot_id else None
+    expected = {f"{s.snapshot_id}:{day}" for s in chain for day in days_of(s.summary.additional_properties)}
+    assert {key.split(":")[1] for key in expected} == {yesterday.isoformat(), today.isoformat()}
+
+    committed_ms = {str(s.snapshot_id): s.timestamp_ms for s in chain}
+
+    def runs_of_days() -> list[dg.DagsterRun]:
+        """Runs of supplier_stats for our days that read our snapshots: requested for one of them, or (a day
+        whose run was already queued is not asked for again) started after the snapshot was committed."""
+        runs = stack_instance.get_runs(filters=dg.RunsFilter(job_name="supplier_stats_days_job"), limit=100)
+        first_ms = min(committed_ms.values())
+        return [
+            r
+            for r in runs
+            if r.tags.get("dagster/run_key") in expected
+            or (
+                r.tags.get("dagster/partition") in (yesterday.isoformat(), today.isoformat())
+                and (stack_instance.get_run_record_by_id(r.run_id).start_time or 0) * 1000 > first_ms
+            )
+        ]
+
+    def covered() -> set[str]:
+        return {r.tags["dagster/partition"] for r in runs_of_days()}
+
+    deadline = time.monotonic() + 300
+    while covered() != {yesterday.isoformat(), today.isoformat()}:
+        assert time.monotonic() < deadline, f"runs of {sorted(covered())} only, after snapshots {expected}"
+        time.sleep(5)
+    deadline = time.monotonic() + 600
+    while any(r.status not in (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE) for r in runs_of_days()):
+        assert time.monotonic() < deadline, "the supplier_stats runs did not finish in 10 minutes"
+        time.sleep(5)
+    time.sleep(65)  # a few more ticks of both sensors: nothing is asked for twice
+    keyed = [r.tags["dagster/run_key"] for r in runs_of_days() if r.tags.get("dagster/run_key") in expected]
+    assert len(keyed) == len(set(keyed)), f"a snapshot's day requested twice: {sorted(keyed)}"
+    assert set(keyed) <= expected
+    assert all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs_of_days())
+    if len(chain) == 1 and len(keyed) == len(runs_of_days()):  # the quiet case: one snapshot, nothing queued
+        assert sorted(keyed) == sorted(expected) and len(keyed) == 2
+
+
+def test_every_streaming_asset_has_check_results_for_its_latest_materialization(settings):
+    """The sensors evaluate the checks of what they materialize in the same tick, the schedule the rest: the asset
+    page never shows a check as not executed for the latest materialization for long."""
+    deadline = time.monotonic() + 420
+    while True:
+        missing = {}
+        for path in STREAMING:
+            node = graphql(settings, CHECKS_QUERY, path=path)["assetNodeOrError"]
+            assert node["__typename"] == "AssetNode", (path, node)
+            checks = node["assetChecksOrError"]["checks"]
+            assert checks, f"{path} has no checks"
+            unexecuted = [c["name"] for c in checks if c["executionForLatestMaterialization"] is None]
+            if unexecuted:
+                missing["/".join(path)] = unexecuted
+        if not missing or time.monotonic() > deadline:
+            break
+        time.sleep(10)
+    assert not missing, f"checks without a result for the latest materialization: {missing}"
