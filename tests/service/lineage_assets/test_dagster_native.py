@@ -16,6 +16,7 @@ from pyiceberg.expressions import In
 from infra.services.iceberg_catalog import load_catalog
 from lineage_assets.definitions import defs
 from lineage_assets.source.orders import ensure_table
+from tests.service.lineage_assets.test_ui_dagster import ARTIFACTS, open_page
 
 pytestmark = pytest.mark.service
 
@@ -175,3 +176,24 @@ def test_every_streaming_asset_has_check_results_for_its_latest_materialization(
             break
         time.sleep(10)
     assert not missing, f"checks without a result for the latest materialization: {missing}"
+
+
+def test_the_ui_shows_the_asset_sensor_and_the_latest_checks(settings, browser):
+    """The sensor page names its monitored asset; the Iceberg orders page lists every check with a result, the
+    one shown evaluated by the sensor tick that recorded the latest materialization. Screenshots kept."""
+    base = f"http://{settings.host}:{settings.dagster_port}"
+    page = open_page(
+        browser,
+        f"{base}/locations/lineage_assets/sensors/{SENSOR}",
+        ARTIFACTS / "dagster-asset-sensor.png",
+        "Monitored assets",
+    )
+    assert page.get_by_text("iceberg / default / orders", exact=False).count()
+    page.close()
+    shot = ARTIFACTS / "dagster-asset-checks-iceberg-default-orders.png"
+    page = open_page(browser, f"{base}/assets/{'/'.join(ORDERS)}?view=checks", shot, "Latest execution")
+    body = page.inner_text("body")
+    for check in ("lineage_dataset_exists", "lineage_run_state_agrees", "flink_job_version_current"):
+        assert check in body, f"{check} is not listed; see {shot}"
+    assert "Not evaluated" not in body and "evaluated_by" in body, shot
+    page.close()
