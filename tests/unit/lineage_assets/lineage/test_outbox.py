@@ -24,11 +24,16 @@ def free_port() -> int:
 class Receiver:
     """Records every POSTed event; ``answers`` maps (runId, eventType) to an HTTP status to return."""
 
-    def __init__(self, port: int, delay: float = 0.0) -> None:
+    def __init__(self, port: int, hold_until_in_flight: int = 0) -> None:
         self.port = port
-        self.delay = delay  # seconds per event, like a backend that writes each event to its database
+        #: hold each request until this many are in flight at once (a gate, not a delay); 0: answer at once
+        self.hold_until_in_flight = hold_until_in_flight
+        self.gate = threading.Event()
+        self.gate_timed_out = False
         self.in_flight = 0
         self.max_in_flight = 0
+        self.runs_in_flight: list[str] = []
+        self.same_run_twice = False
         self.lock = threading.Lock()
         self.received: list[dict] = []
         self.answers: dict[tuple[str, str], list[int]] = {}
@@ -40,12 +45,22 @@ class Receiver:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                run_id = body["run"]["runId"]
                 with receiver.lock:
+                    receiver.same_run_twice |= run_id in receiver.runs_in_flight
+                    receiver.runs_in_flight.append(run_id)
                     receiver.in_flight += 1
                     receiver.max_in_flight = max(receiver.max_in_flight, receiver.in_flight)
-                time.sleep(receiver.delay)
+                    if receiver.in_flight >= receiver.hold_until_in_flight:
+                        receiver.gate.set()
+                # a drainer that never has that many requests in flight is let through after a generous deadline
+                # (and marked), so a serial drainer fails the test instead of hanging it
+                if not receiver.gate.wait(timeout=10):
+                    receiver.gate_timed_out = True
+                    receiver.gate.set()
                 with receiver.lock:
                     receiver.in_flight -= 1
+                    receiver.runs_in_flight.remove(run_id)
                 queue = receiver.answers.get((body["run"]["runId"], body["eventType"]), [])
                 status = queue.pop(0) if queue else 201
                 if status < 300:
@@ -198,9 +213,9 @@ def test_malformed_events_are_refused_with_what_is_missing(tmp_path):
 
 
 def test_runs_are_delivered_in_parallel_each_in_its_own_order(tmp_path, port):
-    """A backend that takes 20 ms per event: four workers keep several runs in flight at once, never two events
-    of one run, and each run arrives in order."""
-    receiver = Receiver(port, delay=0.02).start()
+    """A backend that answers the first request only once four are in flight at once (a gate, no delay): four
+    workers get there, never with two events of one run in flight, and each run arrives in order."""
+    receiver = Receiver(port, hold_until_in_flight=4).start()
     outbox = Outbox(tmp_path / "outbox.sqlite")
     try:
         for i in range(10):
@@ -212,17 +227,37 @@ def test_runs_are_delivered_in_parallel_each_in_its_own_order(tmp_path, port):
     finally:
         receiver.stop()
     assert len(receiver.received) == 80
-    assert 2 <= receiver.max_in_flight <= 4, "runs travel in parallel, at most one per worker"
+    assert not receiver.gate_timed_out, "four requests never were in flight at once: runs did not travel in parallel"
+    assert receiver.max_in_flight == 4, "at most one request per worker"
+    assert not receiver.same_run_twice, "two events of one run were in flight at once"
     for run in range(8):
         run_id = f"0195c1c0-0000-7000-8000-{run:012d}"
         got = [e["eventTime"] for e in receiver.received if e["run"]["runId"] == run_id]
         assert got == sorted(got) and len(got) == 10, f"run {run} delivered out of order or incompletely"
 
 
-def test_backlog_age_is_the_wait_of_the_oldest_queued_event(tmp_path):
+class FakeClock:
+    """Stands in for the outbox module's ``time``: wall-clock time is what the test sets, the rest is real."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def time(self) -> float:
+        return self.now
+
+    def __getattr__(self, name: str):
+        return getattr(time, name)
+
+
+def test_backlog_age_is_the_wait_of_the_oldest_queued_event(tmp_path, monkeypatch):
+    clock = FakeClock(1_746_093_600.0)
+    monkeypatch.setattr("lineage_assets.lineage.outbox.time", clock)
     outbox = Outbox(tmp_path / "outbox.sqlite")
     assert outbox.counts().backlog_age == 0.0
     outbox.enqueue(event(1, "START", 0))
-    time.sleep(0.3)
+    clock.now += 42.0
     outbox.enqueue(event(2, "START", 0))
-    assert outbox.counts().backlog_age >= 0.3
+    clock.now += 8.0
+    assert outbox.counts().backlog_age == 50.0, "the oldest queued event has waited 50 s"
+    clock.now -= 100.0
+    assert outbox.counts().backlog_age == 0.0, "a clock set back gives no negative age"
