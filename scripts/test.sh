@@ -1,44 +1,143 @@
 #!/usr/bin/env bash
-# The test command: install what is missing, lint, run the fast unit tests, bring the embedded stack up and run
-# every test against it. A stack this script started is stopped again at the end; one already running is left.
+# The test command: install what is missing, lint, run the fast unit tests and every Maven module's JUnit tests,
+# bring the embedded stack up and run every test against it, then the Compose deployment's tests. A stack this script
+# started is stopped again at the end; one already running is left. Every pytest run writes a JUnit XML report to
+# .lab/test-reports/<phase>.xml, and the run ends, passed or failed, by listing every test and phase it skipped
+# (scripts/test_reports.py summary); under CI=true an unexpected skip fails it (.ci/expected-skips).
+# `scripts/test.sh --compose-decision` only says whether the Compose phase would run here, and why.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/bootstrap.sh
 
-echo "== lint"
-.venv/bin/ruff check .
-.venv/bin/ruff format --check .
+is_ci() { [[ ${CI:-} == true || ${CI:-} == 1 ]]; }
 
-echo "== unit tests (no services)"
-.venv/bin/pytest -q -m "not service and not after_suite" tests
+# The Compose deployment (issue 13) runs where Docker is or can be installed (root); decided before anything slow.
+# Sets compose_state (run, off: left out on purpose, skipped: cannot run) and compose_why; prints the decision;
+# returns 1 when the run must fail: under CI=true a Compose phase that cannot run, unless LINEAGE_LAB_COMPOSE=skip.
+compose_decision() {
+  if [[ ${LINEAGE_LAB_COMPOSE:-auto} == skip ]]; then
+    compose_state=off compose_why="LINEAGE_LAB_COMPOSE=skip"
+    echo "Compose phase: skipped on purpose ($compose_why)"
+  elif command -v docker >/dev/null 2>&1; then
+    compose_state=run compose_why="docker is installed"
+    echo "Compose phase: runs ($compose_why)"
+  elif [[ $(id -u) -eq 0 ]]; then
+    compose_state=run compose_why="no docker yet, but root: infra/compose/ensure-docker.sh installs it"
+    echo "Compose phase: runs ($compose_why)"
+  else
+    compose_state=skipped compose_why="no docker command and not root (only root can install Docker)"
+    if is_ci; then
+      echo "Compose phase: cannot run: $compose_why. Under CI=true that fails the run: provide Docker," \
+        "or set LINEAGE_LAB_COMPOSE=skip to leave it out on purpose" >&2
+      return 1
+    fi
+    echo "Compose phase: cannot run: $compose_why; LINEAGE_LAB_COMPOSE=skip says it is left out on purpose"
+  fi
+}
+if [[ ${1:-} == --compose-decision ]]; then
+  compose_decision
+  exit
+fi
+
+reports=.lab/test-reports
+rm -rf "$reports" && mkdir -p "$reports"
+# phase NAME STATE [DETAIL]: the phases' progress, for the summary (states: scripts/test_reports.py)
+phase() { printf '%s\t%s\t%s\n' "$1" "$2" "${3:-}" >>"$reports/phases.tsv"; }
+for p in bootstrap lint unit junit stack all after_suite compose; do phase "$p" pending; done
 
 started_here=0
+on_exit() {
+  local status=$? py=.venv/bin/python ci=()
+  if ((started_here)); then .venv/bin/lineage-lab stack down || true; fi
+  [[ -x $py ]] || py=python3
+  if is_ci; then ci=(--ci --expected .ci/expected-skips); fi
+  "$py" scripts/test_reports.py summary "$reports" --exit-status "$status" "${ci[@]}" || ((status)) || status=1
+  exit "$status"
+}
+trap on_exit EXIT
+
+compose_ok=1
+compose_decision || compose_ok=0
+[[ $compose_state == run ]] || phase compose "$compose_state" "$compose_why"
+((compose_ok)) || exit 1
+
+phase bootstrap running
+bash scripts/bootstrap.sh
+phase bootstrap passed
+
+echo "== lint"
+phase lint running
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
+phase lint passed
+
+echo "== unit tests (no services)"
+phase unit running
+.venv/bin/pytest -q --strict-markers --junitxml="$reports/unit.xml" -m "not service and not after_suite" tests
+phase unit passed
+
+# Every Maven module's JUnit tests, on every run: bootstrap builds a module (tests included) only when its bundle
+# changed, so with cached jars they would not run at all. Maven as infra/artifacts.py calls it (batch mode, the
+# user's ~/.m2/settings.xml); offline first, as those builds left the plugins and test dependencies in ~/.m2.
+echo "== JUnit tests (every Maven module)"
+phase junit running
+mapfile -t modules < <({ git ls-files -- pom.xml '*/pom.xml' 2>/dev/null \
+  || find . -name pom.xml -not -path '*/target/*' -not -path './.*' -not -path './mutants/*' -printf '%P\n'; } \
+  | xargs -r -n1 dirname | sort)
+((${#modules[@]})) || { echo "no Maven module found (no pom.xml)" >&2; exit 1; }
+junit_failed=0
+for m in "${modules[@]}"; do
+  log="$reports/mvn-${m//\//_}.log" mvn_status=0
+  rm -rf "$m/target/surefire-reports"
+  mvn_test=(mvn -B -q -f "$m/pom.xml" -DskipTests=false -Dmaven.test.skip=false test)
+  "${mvn_test[@]}" -o >"$log" 2>&1 || mvn_status=$?
+  if ((mvn_status)) && [[ ! -d $m/target/surefire-reports ]]; then
+    echo "  $m: offline Maven could not build it; again with Maven's repositories"
+    mvn_status=0
+    "${mvn_test[@]}" >"$log" 2>&1 || mvn_status=$?
+  fi
+  if ((mvn_status)); then
+    junit_failed=1
+    echo "  $m: Maven failed (exit $mvn_status), its log: $log" >&2
+    sed -n '/-> \[Help/q; /\[ERROR\]/p' "$log" | head -20 >&2
+  fi
+done
+.venv/bin/python scripts/test_reports.py junit "$reports" "${modules[@]}" || junit_failed=1
+((junit_failed == 0)) || { echo "JUnit tests failed (Maven logs: $reports/mvn-*.log)" >&2; exit 1; }
+phase junit passed
+
 if ! .venv/bin/lineage-lab stack status >/dev/null 2>&1; then
   started_here=1
-  trap '.venv/bin/lineage-lab stack down || true' EXIT
 fi
 # a short freshness window, so the test that cancels a Flink job sees its output turn late in test time
 export LINEAGE_LAB_STREAMING_FRESH_MINUTES="${LINEAGE_LAB_STREAMING_FRESH_MINUTES:-2}"
 echo "== embedded stack"
+phase stack running
 .venv/bin/lineage-lab stack up
+phase stack passed
 
 echo "== all tests (unit + service)"
-if ! .venv/bin/pytest -q -m "not after_suite" tests; then
+phase all running
+if ! .venv/bin/pytest -q --strict-markers --junitxml="$reports/all.xml" -m "not after_suite" tests; then
   .venv/bin/lineage-lab stack status || true
   echo "service logs: .venv/bin/lineage-lab stack logs SERVICE" >&2
   exit 1
 fi
+phase all passed
 echo "== after the suite: what it left in the stack"
-.venv/bin/pytest -q -m after_suite tests/after_suite
+phase after_suite running
+.venv/bin/pytest -q --strict-markers --junitxml="$reports/after_suite.xml" -m after_suite tests/after_suite
+phase after_suite passed
 
-# The Compose deployment (issue 13), where Docker is or can be installed (root): the embedded stack's lineage graph
-# is kept to compare with, and a stack started here is stopped first to free the machine. LINEAGE_LAB_COMPOSE=skip
-# leaves it out.
-if [[ ${LINEAGE_LAB_COMPOSE:-auto} != skip ]] && { command -v docker >/dev/null 2>&1 || [[ $(id -u) -eq 0 ]]; }; then
+# The Compose deployment: the embedded stack's lineage graph is kept to compare with, and a stack started here is
+# stopped first to free the machine. tests/compose writes $reports/compose.xml.
+if [[ $compose_state == run ]]; then
   echo "== Compose deployment (infra/compose/test.sh)"
+  phase compose running
   .venv/bin/lineage-lab lineage graph >.lab/embedded-graph.json
-  if ((started_here)); then .venv/bin/lineage-lab stack down; fi
+  if ((started_here)); then .venv/bin/lineage-lab stack down; started_here=0; fi
   # its published ports apart from the embedded stack's, which may still be running
   LINEAGE_LAB_COMPOSE_DAGSTER_PORT=13000 LINEAGE_LAB_COMPOSE_MARQUEZ_WEB_PORT=13001 LINEAGE_LAB_COMPOSE_MARQUEZ_PORT=15000 \
-    LINEAGE_LAB_COMPOSE_FLINK_PORT=18081 LINEAGE_LAB_EMBEDDED_GRAPH="$PWD/.lab/embedded-graph.json" bash infra/compose/test.sh
+    LINEAGE_LAB_COMPOSE_FLINK_PORT=18081 LINEAGE_LAB_EMBEDDED_GRAPH="$PWD/.lab/embedded-graph.json" \
+    LINEAGE_LAB_TEST_REPORTS="$PWD/$reports" bash infra/compose/test.sh
+  phase compose passed
 fi

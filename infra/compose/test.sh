@@ -3,8 +3,11 @@
 # in health order and runs the main job through Dagster; then tests/compose runs inside the deployment (a one-off
 # `pipeline` container with the Docker socket, to see the run containers). Torn down at the end, volumes included,
 # unless LINEAGE_LAB_COMPOSE_KEEP=1. LINEAGE_LAB_EMBEDDED_GRAPH: the embedded stack's `lineage-lab lineage graph`,
-# to compare the lineage with.
+# to compare the lineage with. tests/compose writes its JUnit XML report to LINEAGE_LAB_TEST_REPORTS/compose.xml
+# (by default the repository's .lab/test-reports), mounted into the container.
 set -euo pipefail
+reports=${LINEAGE_LAB_TEST_REPORTS:-$(dirname "$0")/../../.lab/test-reports}
+mkdir -p "$reports" && reports=$(realpath "$reports")
 # a relative LINEAGE_LAB_EMBEDDED_GRAPH is relative to where the script was called from, not to infra/compose
 embedded_graph=""
 if [[ -n ${LINEAGE_LAB_EMBEDDED_GRAPH:-} ]]; then
@@ -38,5 +41,7 @@ if [[ -n $embedded_graph ]]; then
     -e LINEAGE_LAB_EMBEDDED_GRAPH=/tmp/embedded-graph.json)
 fi
 say "tests/compose inside the deployment"
-docker-compose run --rm -v /var/run/docker.sock:/var/run/docker.sock -e LINEAGE_LAB_COMPOSE_TEST=1 "${extra[@]}" \
-  pipeline python -m pytest -q -p no:cacheprovider -o addopts="-ra" tests/compose
+# --strict-markers given explicitly: the -o addopts here replaces pyproject's, which has it
+docker-compose run --rm -v /var/run/docker.sock:/var/run/docker.sock -v "$reports:/tmp/test-reports" \
+  -e LINEAGE_LAB_COMPOSE_TEST=1 "${extra[@]}" pipeline python -m pytest -q -p no:cacheprovider -o addopts="-ra" \
+  --strict-markers --junitxml=/tmp/test-reports/compose.xml tests/compose
