@@ -1,9 +1,6 @@
-"""The six comparisons on graphs rebuilt from the events the project emits: all pass on a consistent pipeline,
-and each kind of drift is caught and named."""
-
-import datetime as dt
-
-from openlineage.client.serde import Serde
+"""The six comparisons on graphs rebuilt from hand-written OpenLineage events of the reference lab's data flow
+(tests/unit/lineage_assets/checks/reference_lineage.py): all pass on the consistent pipeline, and each kind of
+drift, made by changing those events, is caught and named."""
 
 from infra.settings import StackSettings
 from lineage_assets.checks.compare import (
@@ -15,23 +12,24 @@ from lineage_assets.checks.compare import (
     upstream_schema_holds,
 )
 from lineage_assets.checks.graph import LineageGraph
-from lineage_assets.lineage.events import EventBuilder, RunState
-from lineage_assets.lineage.identity import SPARK_SUPPLIER_STATS_JOB as SPARK_JOB
 from lineage_assets.lineage.identity import Pipeline
+from tests.unit.lineage_assets.checks.reference_lineage import (
+    ARCHIVE,
+    CATALOG,
+    JOBS_NAMESPACE,
+    KAFKA,
+    ORDERS,
+    SPARK_JOB,
+    whole_pipeline_events,
+)
+from tests.unit.lineage_assets.checks.reference_lineage import event as reference_event
 
+#: the declaration the checks compare with (the identity module, for the embedded stack)
 PIPELINE = Pipeline.from_settings(StackSettings())
-BUILDER = EventBuilder(PIPELINE)
-T0 = dt.datetime(2025, 5, 1, tzinfo=dt.UTC)
-
-
-def emitted(job: str, state: RunState, run: str, minute: int = 0) -> dict:
-    run_id = f"0195c1c0-0000-7000-8000-{run:0>12}"
-    return Serde.to_dict(BUILDER.event(job, state, run_id, event_time=T0 + dt.timedelta(minutes=minute)))
 
 
 def whole_pipeline(*extra: dict) -> LineageGraph:
-    events = [emitted(job, RunState.RUNNING, str(i)) for i, job in enumerate(PIPELINE.jobs, start=1)]
-    return LineageGraph.from_events([*events, *extra])
+    return LineageGraph.from_events([*whole_pipeline_events(), *extra])
 
 
 def test_a_consistent_pipeline_passes_every_comparison():
@@ -56,7 +54,7 @@ def test_a_missing_dataset_names_its_producer():
 
 
 def test_schema_drift_lists_missing_extra_and_type_changes():
-    event = emitted("supplier-stats", RunState.RUNNING, "99", minute=5)
+    event = reference_event("supplier-stats", "RUNNING", "99", minute=5)
     fields = event["outputs"][0]["facets"]["schema"]["fields"]
     fields[:] = [f for f in fields if f["name"] != "count"] + [{"name": "avg", "type": "double"}]
     fields[0]["type"] = "bytes"
@@ -67,7 +65,7 @@ def test_schema_drift_lists_missing_extra_and_type_changes():
 
 
 def test_a_producer_naming_its_input_differently_breaks_edges_and_is_named_as_a_second_identity():
-    event = emitted("orders-s3-sink", RunState.RUNNING, "98", minute=5)
+    event = reference_event("orders-s3-sink", "RUNNING", "98", minute=5)
     event["inputs"][0]["namespace"] = "kafka://localhost:9092"
     graph = whole_pipeline(event)
     archive, orders = PIPELINE.dataset("archive_orders"), PIPELINE.dataset("kafka_orders")
@@ -80,18 +78,17 @@ def test_a_producer_naming_its_input_differently_breaks_edges_and_is_named_as_a_
 
 
 def test_an_iceberg_table_named_by_its_catalog_name_is_a_second_identity():
-    event = emitted(SPARK_JOB, RunState.COMPLETE, "97", minute=5)
-    symlink = PIPELINE.dataset("iceberg_orders").symlinks[0]
-    event["inputs"][0]["namespace"], event["inputs"][0]["name"] = symlink.namespace, symlink.name
+    event = reference_event(SPARK_JOB, "COMPLETE", "97", minute=5)
+    event["inputs"][0]["namespace"], event["inputs"][0]["name"] = CATALOG, "default.orders"
     finding = no_second_identity(whole_pipeline(event), PIPELINE.dataset("iceberg_orders"))
-    assert not finding.passed and symlink.name in finding.message
+    assert not finding.passed and "http://127.0.0.1:8181/default.orders" in finding.message
 
 
 def test_a_stopped_job_left_running_in_lineage_fails_until_its_run_is_closed():
     ds = PIPELINE.dataset("iceberg_orders")
     open_run = whole_pipeline()
     assert not run_state_agrees(open_run, ds, PIPELINE, "CANCELED").passed
-    closed = whole_pipeline(emitted("iceberg-ingestion", RunState.ABORT, "4", minute=9))
+    closed = whole_pipeline(reference_event("iceberg-ingestion", "ABORT", "4", minute=9))
     assert run_state_agrees(closed, ds, PIPELINE, "CANCELED").passed
     assert not run_state_agrees(closed, ds, PIPELINE, "RUNNING").passed, "a running job needs an open run"
 
@@ -99,7 +96,7 @@ def test_a_stopped_job_left_running_in_lineage_fails_until_its_run_is_closed():
 def test_a_running_job_needs_its_own_run_open_and_no_other():
     ds = PIPELINE.dataset("iceberg_orders")
     graph = whole_pipeline()
-    node = graph.jobs[(PIPELINE.job("iceberg-ingestion").namespace, "iceberg-ingestion")]
+    node = graph.jobs[(JOBS_NAMESPACE, "iceberg-ingestion")]
     node.run_states = {"run-old": "RUNNING", "run-new": "RUNNING"}
     two = run_state_agrees(graph, ds, PIPELINE, "RUNNING", "run-new", "Flink job j2")
     assert not two.passed and "two open runs" in two.message and "run-old" in two.message
@@ -114,12 +111,10 @@ def test_a_running_job_needs_its_own_run_open_and_no_other():
 
 
 def test_the_latest_run_that_names_datasets_sets_a_jobs_edges():
-    later = emitted("orders-s3-sink", RunState.RUNNING, "96", minute=5)
+    later = reference_event("orders-s3-sink", "RUNNING", "96", minute=5)
     later["inputs"] = [{"namespace": "kafka://127.0.0.1:9092", "name": "orders-v2"}]
     graph = whole_pipeline(later)
-    assert graph.upstream((PIPELINE.dataset("archive_orders").namespace, PIPELINE.dataset("archive_orders").name)) == {
-        ("kafka://127.0.0.1:9092", "orders-v2")
-    }
+    assert graph.upstream(ARCHIVE) == {("kafka://127.0.0.1:9092", "orders-v2")}
 
 
 def test_an_undeclared_name_sharing_the_current_version_in_marquez_is_a_second_identity():
@@ -130,16 +125,14 @@ def test_an_undeclared_name_sharing_the_current_version_in_marquez_is_a_second_i
     graph = whole_pipeline()
     for identity, node in graph.datasets.items():
         node.version = f"v-{identity[1]}"
-    topic = PIPELINE.dataset("kafka_supplier_stats")
-    alias = (topic.namespace, "default_catalog.default_database.supplier_stats_sink")
-    graph.datasets[alias] = DatasetNode(alias, version=f"v-{topic.name}")
-    table = PIPELINE.dataset("iceberg_orders")
-    catalog = (table.symlinks[0].namespace, table.symlinks[0].name)
-    graph.datasets[catalog] = DatasetNode(catalog, version=f"v-{table.name}")
+    alias = (KAFKA, "default_catalog.default_database.supplier_stats_sink")
+    graph.datasets[alias] = DatasetNode(alias, version="v-supplier-stats")
+    catalog = (CATALOG, "default.orders")
+    graph.datasets[catalog] = DatasetNode(catalog, version="v-default/orders")
 
-    finding = no_second_identity(graph, topic)
+    finding = no_second_identity(graph, PIPELINE.dataset("kafka_supplier_stats"))
     assert not finding.passed and "default_catalog.default_database.supplier_stats_sink" in finding.message
-    assert no_second_identity(graph, table).passed
+    assert no_second_identity(graph, PIPELINE.dataset("iceberg_orders")).passed
 
 
 def test_explain_tells_marquez_only_from_queued_from_never_sent():
@@ -155,7 +148,7 @@ def test_explain_tells_marquez_only_from_queued_from_never_sent():
 
 def orders_event_with(change) -> dict:
     """The CDC connector's event (the producer of Kafka orders) with its output schema changed by ``change``."""
-    event = emitted("orders-source", RunState.RUNNING, "77", minute=9)
+    event = reference_event("orders-source", "RUNNING", "77", minute=9)
     change(event["outputs"][0]["facets"]["schema"]["fields"])
     return event
 
@@ -188,13 +181,8 @@ def test_a_field_the_upstream_gained_only_warns():
 def test_before_the_source_has_the_optional_currency_every_comparison_still_passes():
     """The pipeline as every emitter reports it before `ALTER TABLE ... ADD COLUMN currency`: the source, the topic
     and the archive without currency, the Iceberg table (which has it from its deploy) with it."""
-    before = EventBuilder(PIPELINE, PIPELINE.observed_columns(None))
-    events = [
-        Serde.to_dict(before.event(job, RunState.RUNNING, f"0195c1c0-0000-7000-8000-{i:0>12}", event_time=T0))
-        for i, job in enumerate(PIPELINE.jobs, start=1)
-    ]
-    graph = LineageGraph.from_events(events)
-    assert "currency" not in graph.datasets[(PIPELINE.dataset("kafka_orders").namespace, "orders")].fields
+    graph = LineageGraph.from_events(whole_pipeline_events(currency=False))
+    assert "currency" not in graph.datasets[ORDERS].fields
     for key in ("kafka_orders", "archive_orders", "iceberg_orders"):
         ds = PIPELINE.dataset(key)
         assert schema_matches(graph, ds).passed, schema_matches(graph, ds).message
@@ -203,7 +191,7 @@ def test_before_the_source_has_the_optional_currency_every_comparison_still_pass
 
 
 def test_a_required_column_is_still_missing_when_an_optional_one_may_be():
-    event = emitted("orders-source", RunState.RUNNING, "78", minute=9)
+    event = reference_event("orders-source", "RUNNING", "78", minute=9)
     fields = event["outputs"][0]["facets"]["schema"]["fields"]
     fields[:] = [f for f in fields if f["name"] not in ("currency", "item")]
     finding = schema_matches(whole_pipeline(event), PIPELINE.dataset("kafka_orders"))
