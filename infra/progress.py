@@ -64,7 +64,7 @@ class Step:
             self.steps.redraw(f"{self.steps.head(self.name, self.elapsed)}  [{bar}] {count} {note}".rstrip())
             return
         passed = sum(1 for m in MARKS if fraction * 100 >= m)
-        if passed > self._marks_passed:
+        if passed > self._marks_passed and fraction < 1:  # done: the step's own line follows
             self._marks_passed = passed
             pct = MARKS[passed - 1]
             self.steps.write(f"{self.steps.head(self.name, self.elapsed)}  {pct}% ({count}) {note}".rstrip())

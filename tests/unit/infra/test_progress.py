@@ -56,6 +56,7 @@ def test_off_a_terminal_a_jump_past_several_quarters_is_one_line():
         step.progress(0, 3)
         step.progress(2, 3, "2024-01-01 started")
         step.progress(2, 3, "2024-01-01 started")
+        step.progress(3, 3, "2024-01-01 done")  # the step's line says it
     first, last = out.getvalue().splitlines()
     assert "50% (2/3) 2024-01-01 started" in first and last.endswith("ok")
 
