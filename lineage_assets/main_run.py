@@ -9,13 +9,19 @@ asset check and the drift report, and prints where to look. ``lineage-lab pipeli
 from __future__ import annotations
 
 import datetime as dt
+import gc
+import logging
 import os
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from pathlib import Path
+from typing import TextIO
 
 import dagster as dg
 
+from infra.progress import Steps
 from infra.services.dagster import DagsterDev, dagster_cli
 from infra.settings import REPO_ROOT, StackSettings
 from lineage_assets.checks.verify import verify_and_render
@@ -24,161 +30,268 @@ from lineage_assets.lineage.marquez import MarquezError, lineage_page
 from lineage_assets.lineage.outbox import Outbox
 from lineage_assets.main_jobs import CHECKS_JOB, DEPLOY_JOB
 from lineage_assets.metadata import asset_key
+from lineage_assets.spark.new_orders_sensor import SUPPLIER_STATS_DAYS_JOB
 
 BATCH = "iceberg_supplier_stats"
 #: the sensor that requests supplier_stats for the days new Iceberg snapshots touched
 BATCH_SENSOR = "supplier_stats_new_orders_sensor"
 FINISHED = (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
+#: the console output of the main job's in-process Dagster runs: a file per pipeline run in this folder of the
+#: stack's logs folder
+RUN_LOGS = "pipeline"
+#: lines of that log a failed run's error ends with
+LOG_TAIL = 30
 
 
 class PipelineError(RuntimeError):
     """A step of the main job failed; the message says which and where to look."""
 
 
-def run_pipeline(settings: StackSettings, orders: int = 200, log: Callable[[str], None] = print) -> bool:
-    """Run every step; returns whether no asset check failed (warnings are printed) and the drift report passed."""
+def run_pipeline(settings: StackSettings, orders: int = 200, out: TextIO | None = None) -> bool:
+    """Run every step, printing one line per step (duration, result; warnings and failures in full) to ``out``
+    (stdout); returns whether no asset check failed and the drift report passed. A step that fails raises
+    PipelineError after its error has been printed."""
     from lineage_assets.definitions import defs, pipeline
 
+    steps = Steps(out, width=30)
     runs = _runner(settings, defs)
+    try:
+        return _steps(settings, orders, pipeline, defs, runs, steps)
+    except PipelineError as exc:
+        if steps.failed:  # printed in full under its step
+            raise PipelineError(f"the pipeline stopped at step '{steps.failed}' (its error is above)") from exc
+        raise
+
+
+def _steps(settings: StackSettings, orders: int, pipeline, defs, runs: _InProcessRuns, steps: Steps) -> bool:
     instance = runs.instance
     resources = defs.resources
+    begun = time.monotonic()
+    steps.write(f"Pipeline run, {orders} orders. {runs.where()}")
 
     started = dt.datetime.now(dt.UTC)
-    log(
-        "- deploy: source table, orders topic + CDC connector, archive sink, iceberg-ingestion and supplier-stats "
-        "Flink jobs"
-    )
-    runs.run(DEPLOY_JOB, "deploying the streaming assets")
-    _start_automation(runs.home, runs.workspace, log)
-
-    log(f"- generate {orders} orders into the source table")
+    _job_step(steps, runs, "deploy the streaming assets", DEPLOY_JOB)
+    with steps.step("sensors and schedules on"):
+        _start_automation(runs.home, runs.workspace)
     rate = max(20.0, orders / 10)
-    runs.run(
-        "generate_orders_job",
-        "generating orders",
-        {"ops": {"generate_orders": {"config": {"count": orders, "rate_per_second": rate}}}},
-    )
+    config = {"ops": {"generate_orders": {"config": {"count": orders, "rate_per_second": rate}}}}
+    _job_step(steps, runs, f"generate {orders} orders", "generate_orders_job", config)
 
-    log("- wait until iceberg-ingestion has committed them to Iceberg default.orders")
-    # built as Dagster builds it for a run: secrets given as EnvVar resolve to their values
-    with dg.build_resources({"iceberg": resources["iceberg"], "connect": resources["connect"]}) as built:
-        table = built.iceberg.catalog().load_table(pipeline.dataset("iceberg_orders").symlinks[0].name)
-        connect = built.connect.client()
-    # in the pipeline's order, the CDC source first: the diagnosis names the first failed connector
-    connectors = [j.name for j in pipeline.jobs.values() if j.integration == "KAFKA_CONNECT"]
-    _wait(
-        lambda: len(_bid_times_since(table, started)) >= orders,
-        300,
-        lambda: (
-            "the generated orders did not reach Iceberg in 5 min: "
-            + _ingestion_diagnosis(connect, connectors, len(_bid_times_since(table, started)), orders)
-        ),
-    )
-    committed = table.refresh().current_snapshot()
+    with steps.step("orders into Iceberg (Flink)") as step:
+        # built as Dagster builds it for a run: secrets given as EnvVar resolve to their values
+        with dg.build_resources({"iceberg": resources["iceberg"], "connect": resources["connect"]}) as built:
+            table = built.iceberg.catalog().load_table(pipeline.dataset("iceberg_orders").symlinks[0].name)
+            connect = built.connect.client()
+        # in the pipeline's order, the CDC source first: the diagnosis names the first failed connector
+        connectors = [j.name for j in pipeline.jobs.values() if j.integration == "KAFKA_CONNECT"]
+        arrived = 0
+
+        def all_arrived() -> bool:
+            nonlocal arrived
+            arrived = len(_bid_times_since(table, started))
+            step.progress(arrived, orders, "orders")
+            return arrived >= orders
+
+        _wait(
+            all_arrived,
+            300,
+            lambda: (
+                "the generated orders did not reach Iceberg in 5 min: "
+                + _ingestion_diagnosis(connect, connectors, arrived, orders)
+            ),
+        )
+        committed = table.refresh().current_snapshot()
+        step.ok(f"{arrived} orders in default.orders, snapshot {committed.snapshot_id}")
 
     # the days the orders carry (their bid_time, UTC), not the date now: orders generated just before midnight
     days = sorted({t.date().isoformat() for t in _bid_times_since(table, started)})
-    log(
-        f"- wait until {BATCH_SENSOR} has had supplier_stats for {', '.join(days)} computed from them "
-        "(PySpark over Iceberg)"
-    )
     batch_key = asset_key(pipeline.dataset(BATCH))
     since = committed.timestamp_ms / 1000
-    found: dict[str, dg.RunRecord] = {}
+    with steps.step("supplier_stats (Spark)") as step:
+        found: dict[str, dg.RunRecord] = {}
 
-    def batch_runs_finished() -> bool:
+        def batch_runs_finished() -> bool:
+            for day in days:
+                if day not in found and (records := _runs_reading(instance, batch_key, day, since)):
+                    found[day] = records[0]
+            stages = [(3, f"{day} done") if day in found else _stage(instance, batch_key, day, since) for day in days]
+            step.progress(sum(s for s, _ in stages), 3 * len(days), ", ".join(n for _, n in stages))
+            return len(found) == len(days)
+
+        # two Spark runs one after the other in the worst case (one started on an earlier snapshot of these orders)
+        timeout = 600
+        _wait(
+            batch_runs_finished,
+            timeout,
+            lambda: (
+                f"no supplier_stats run for {', '.join(d for d in days if d not in found)} finished within "
+                f"{timeout // 60} min of the orders reaching Iceberg (sensor {BATCH_SENSOR}). "
+                + _batch_diagnosis(instance, batch_key, asset_key(pipeline.dataset("iceberg_orders")), days, since)
+            ),
+        )
         for day in days:
-            if day not in found and (records := _runs_reading(instance, batch_key, day, since)):
-                found[day] = records[0]
-        return len(found) == len(days)
+            run = found[day].dagster_run
+            if run.status != dg.DagsterRunStatus.SUCCESS:
+                raise PipelineError(
+                    f"supplier_stats for {day} ended {run.status.value}: run {runs.url(run.run_id)}\n"
+                    + "\n".join(runs.errors(run.run_id))
+                )
+        step.ok("; ".join(f"{day} run {runs.url(found[day].dagster_run.run_id)}" for day in days))
 
-    # two Spark runs one after the other in the worst case (one started on an earlier snapshot of these orders)
-    timeout = 600
-    _wait(
-        batch_runs_finished,
-        timeout,
-        lambda: (
-            f"no supplier_stats run for {', '.join(d for d in days if d not in found)} finished within "
-            f"{timeout // 60} min of the orders reaching Iceberg. "
-            + _batch_diagnosis(instance, batch_key, asset_key(pipeline.dataset("iceberg_orders")), days, since)
-        ),
-    )
-    for day in days:
-        run = found[day].dagster_run
-        if run.status != dg.DagsterRunStatus.SUCCESS:
-            raise PipelineError(
-                f"supplier_stats for {day} ended {run.status.value} (run {run.run_id}); open it in the UI"
+    with steps.step("lineage of both connectors"):
+        outbox = Outbox(settings.lineage_outbox)
+        _wait(
+            lambda: set(connectors) <= {e["job"]["name"] for e in outbox.events()},
+            120,
+            "the connector sensor sent no lineage in 2 min; is the Dagster daemon running (`dagster dev`)?",
+        )
+
+    with steps.step("lineage delivered to Marquez") as step:
+        _wait(
+            lambda: outbox.counts().queued == 0,
+            180,
+            f"lineage events are still queued after 3 min: is Marquez ({settings.marquez_url}) up "
+            "(`lineage-lab stack status`) and the lineage-drainer running? `lineage-lab lineage outbox` shows what "
+            "waits and why",
+        )
+        rejected = outbox.dead_letters()
+        step.ok(f"outbox drained into {settings.marquez_url}")
+        if rejected:
+            step.warn(
+                f"{len(rejected)} event(s) rejected by Marquez",
+                *(f"#{d.seq} {d.job} {d.event_type} run {d.run_id}: {d.reason}" for d in rejected[-3:]),
+                "`lineage-lab lineage outbox` lists every one with its reason",
             )
-        log(f"  {day}: run {run.run_id} ({run.tags.get('dagster/sensor_name', 'requested by hand')}) succeeded")
 
-    log("- wait for the sensors' first lineage of both connectors")
-    outbox = Outbox(settings.lineage_outbox)
-    _wait(
-        lambda: set(connectors) <= {e["job"]["name"] for e in outbox.events()},
-        120,
-        "the connector sensor sent no lineage in 2 min; is the Dagster daemon running (`dagster dev`)?",
+    with steps.step("asset checks") as step:
+        run_id = runs.run(CHECKS_JOB, "running the asset checks", must_succeed=False)
+        evaluations = runs.check_evaluations(run_id)
+        warned = [e for e in evaluations if not e.passed and e.severity == dg.AssetCheckSeverity.WARN]
+        failed = [e for e in evaluations if not e.passed and e.severity != dg.AssetCheckSeverity.WARN]
+        passed = len(evaluations) - len(warned) - len(failed)
+        summary = (
+            f"{len(evaluations)} checks: {passed} passed, {len(warned)} warned, {len(failed)} failed "
+            f"(run {runs.url(run_id)})"
+        )
+        details = [f"WARNING {e.asset_key.to_user_string()} {e.check_name}: {e.description}" for e in warned] + [
+            f"FAILED {e.asset_key.to_user_string()} {e.check_name}: {e.description}" for e in failed
+        ]
+        errors = runs.errors(run_id)
+        if failed or errors:
+            step.fail(summary, *details, *errors)
+        elif warned:
+            step.warn(summary, *details)
+        else:
+            step.ok(summary)
+
+    with steps.step("drift report") as step:
+        try:
+            report, picture = verify_and_render(settings)
+        except MarquezError as exc:
+            raise PipelineError(f"the drift report cannot read Marquez: {exc}") from exc
+        graph = f"{len(pipeline.jobs)} jobs, {len(pipeline.datasets)} datasets"
+        if report.ok:
+            step.ok(f"no drift ({graph}); picture {picture}")
+        else:
+            step.fail(
+                f"{len(report.drift)} difference(s) ({graph}); `lineage-lab verify` shows both graphs side by side",
+                *report.drift,
+                f"picture {picture}",
+            )
+
+    kafka_orders = pipeline.dataset("kafka_orders")
+    verdict = "done" if not steps.problems else f"done with {steps.problems} step(s) not ok"
+    steps.write(f"Pipeline {verdict} in {time.monotonic() - begun:.0f} s. Dagster runs: {settings.dagster_url}/runs")
+    steps.write(
+        "Lineage of Kafka orders in Marquez: "
+        + lineage_page(settings.marquez_web_url, kafka_orders.namespace, kafka_orders.name)
     )
+    return not failed and report.ok and not errors
 
-    log(f"- wait until Marquez ({settings.marquez_url}) holds every lineage event (the outbox drained)")
-    _wait(
-        lambda: outbox.counts().queued == 0,
-        180,
-        "lineage events are still queued after 3 min: is Marquez up (`lineage-lab stack status`) and the "
-        "lineage-drainer running? `lineage-lab lineage outbox` shows what waits and why",
-    )
-    rejected = outbox.dead_letters()
-    if rejected:
-        log(f"  {len(rejected)} event(s) were rejected by Marquez; `lineage-lab lineage outbox` lists the reasons")
 
-    log("- run every asset check (against what Marquez holds)")
-    evaluations = runs.check_evaluations(runs.run(CHECKS_JOB, "running the asset checks", must_succeed=False))
-    warned = [e for e in evaluations if not e.passed and e.severity == dg.AssetCheckSeverity.WARN]
-    failed = [e for e in evaluations if not e.passed and e.severity != dg.AssetCheckSeverity.WARN]
-    passed = len(evaluations) - len(warned) - len(failed)
-    log(f"  {len(evaluations)} checks: {passed} passed, {len(warned)} warned, {len(failed)} failed")
-    for e in warned:
-        log(f"  WARNING {e.asset_key.to_user_string()} {e.check_name}: {e.description}")
-    for e in failed:
-        log(f"  FAILED {e.asset_key.to_user_string()} {e.check_name}: {e.description}")
+def _job_step(steps: Steps, runs: _InProcessRuns, name: str, job: str, run_config: dict | None = None) -> str:
+    """A step that is one Dagster run: its line links the run; warnings its events carry print in full."""
+    with steps.step(name) as step:
+        run_id = runs.run(job, name, run_config)
+        warnings = runs.warnings(run_id)
+        if warnings:
+            step.warn(f"run {runs.url(run_id)}", *warnings)
+        else:
+            step.ok(f"run {runs.url(run_id)}")
+    return run_id
 
-    try:
-        report, picture = verify_and_render(settings)
-    except MarquezError as exc:
-        raise PipelineError(f"the drift report cannot read Marquez: {exc}") from exc
-    drift = "none" if report.ok else f"{len(report.drift)} difference(s)"
-    orders = pipeline.dataset("kafka_orders")
-    log("- drift report (lineage-lab verify)")
-    log("\n".join(f"  {line}" for line in report.text().splitlines()))
-    log(
-        f"""
-Where to look:
-  Dagster UI          {settings.dagster_url} (runs of this job are tagged lineage-lab/step)
-  Marquez UI          {lineage_page(settings.marquez_web_url, orders.namespace, orders.name)}
-  lineage picture     {picture}
-  lineage events      Marquez API {settings.marquez_url}; delivery queue {settings.lineage_outbox}
-                      (`lineage-lab lineage outbox`)
-  graph               {len(pipeline.jobs)} jobs, {len(pipeline.datasets)} datasets; drift: {drift}
-"""
-    )
-    return not failed and report.ok
+
+def _stage(instance: dg.DagsterInstance, key: dg.AssetKey, day: str, since: float) -> tuple[int, str]:
+    """How far the newest run of ``key`` for ``day`` requested after ``since`` is: 0 none yet, 1 queued, 2 running
+    (a finished one that qualifies is counted by the caller); and a word on it for the progress line."""
+    records = instance.get_run_records(filters=dg.RunsFilter(tags={"dagster/partition": day}), limit=10)
+    for r in records:
+        if _computes(r.dagster_run, key) and r.create_timestamp.timestamp() >= since:
+            status = r.dagster_run.status
+            return (2 if status == dg.DagsterRunStatus.STARTED else 1), f"{day} {status.value.lower()}"
+    return 0, f"{day} waiting for the sensor"
 
 
 class _InProcessRuns:
-    """The embedded stack: each job runs in this process, recorded in the `dagster dev` instance (so in its UI)."""
+    """The embedded stack: each job runs in this process, recorded in the `dagster dev` instance (so in its UI);
+    the console output of the runs (Dagster's event log as text, DEBUG included) goes to a log file."""
 
     def __init__(self, settings: StackSettings, defs: dg.Definitions) -> None:
         self.home = DagsterDev(settings).dagster_home
         self.workspace = REPO_ROOT / "workspace.yaml"
         self.instance = dg.DagsterInstance.from_config(str(self.home))
         self.defs = defs
+        self.dagster_url = settings.dagster_url
+        self.log_path: Path | None = _new_run_log(settings.logs_dir / RUN_LOGS)
+
+    def where(self) -> str:
+        return f"The Dagster runs' events: their pages in the UI; their console output: {self.log_path}"
+
+    def url(self, run_id: str) -> str:
+        return f"{self.dagster_url}/runs/{run_id}"
 
     def run(self, job: str, what: str, run_config: dict | None = None, must_succeed: bool = True) -> str:
-        result = self.defs.resolve_job_def(job).execute_in_process(
-            run_config=run_config, instance=self.instance, raise_on_error=False
-        )
+        assert self.log_path is not None
+        with _console_to(self.log_path):
+            print(f"=== {job} ({what}) {dt.datetime.now(dt.UTC).isoformat(timespec='seconds')}", flush=True)
+            result = self.defs.resolve_job_def(job).execute_in_process(
+                run_config=run_config, instance=self.instance, raise_on_error=False
+            )
+            gc.collect()  # clients the run dropped say goodbye (librdkafka writes to fd 2) into the log too
         if must_succeed and not result.success:
-            raise PipelineError(f"{what} failed (run {result.run_id}); open it in the Dagster UI for the error")
+            raise PipelineError(self.failure(result.run_id, what))
         return result.run_id
+
+    def failure(self, run_id: str, what: str) -> str:
+        """What a failed run says: its errors in full, the end of its console output, where to look."""
+        text = [f"{what} failed: run {self.url(run_id)}", *self.errors(run_id)]
+        if self.log_path is not None:
+            tail = self.log_path.read_text(errors="replace").splitlines()[-LOG_TAIL:]
+            text += [f"the last {len(tail)} lines of {self.log_path}:", *(f"  {line}" for line in tail)]
+        return "\n".join(text)
+
+    def errors(self, run_id: str) -> list[str]:
+        """The errors of a run's failed steps (or of the run), each in full with its stack trace."""
+        failures = self.instance.all_logs(
+            run_id, of_type={dg.DagsterEventType.STEP_FAILURE, dg.DagsterEventType.RUN_FAILURE}
+        )
+        found = []
+        for entry in failures:
+            event = entry.dagster_event
+            data = event.event_specific_data if event else None
+            error = getattr(data, "error", None)
+            where = f"step {entry.step_key}" if entry.step_key else "run"
+            found.append(f"{where}: {error.to_string().rstrip() if error else entry.user_message}")
+        return found
+
+    def warnings(self, run_id: str) -> list[str]:
+        """Messages a run logged at WARNING or above (its failures aside: :meth:`errors` has them in full)."""
+        found = []
+        for entry in self.instance.all_logs(run_id):
+            event = entry.dagster_event
+            if entry.level >= logging.WARNING and not (event and event.is_failure):
+                found.append(f"{entry.step_key or 'run'}: {entry.user_message}")
+        return found
 
     def check_evaluations(self, run_id: str) -> list[dg.AssetCheckEvaluation]:
         records = self.instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION)
@@ -205,6 +318,8 @@ class _SubmittedRuns(_InProcessRuns):
         self.workspace = self.home / "workspace.yaml"
         self.instance = dg.DagsterInstance.get()
         self.defs = defs
+        self.dagster_url = settings.dagster_url
+        self.log_path = None  # each run's console output is where its run launcher put it
         url = urlsplit(settings.dagster_url)
         self.client = DagsterGraphQLClient(
             url.hostname or "", port_number=url.port, use_https=url.scheme == "https", timeout=60
@@ -224,21 +339,61 @@ class _SubmittedRuns(_InProcessRuns):
         )
         status = self.instance.get_run_by_id(run_id).status
         if must_succeed and status != dg.DagsterRunStatus.SUCCESS:
-            raise PipelineError(f"{what} ended {status.value} (run {run_id}); open it in the Dagster UI")
+            raise PipelineError(self.failure(run_id, f"{what} ended {status.value}"))
         return run_id
+
+    def where(self) -> str:
+        return f"The Dagster runs: their pages in the UI of {self.dagster_url}"
+
+
+def _new_run_log(folder: Path, keep: int = 20) -> Path:
+    """A new log file for this pipeline run's Dagster console output; only the ``keep`` newest are kept."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in sorted(folder.glob("run-*.log"))[: -keep + 1]:
+        old.unlink(missing_ok=True)
+    path = folder / f"run-{dt.datetime.now(dt.UTC):%Y%m%d-%H%M%S}-{os.getpid()}.log"
+    path.touch()
+    return path
+
+
+@contextmanager
+def _console_to(path: Path) -> Iterator[None]:
+    """Everything written to stdout and stderr, by Python or by native code (librdkafka, a JVM), goes to ``path``
+    (appended) inside the block."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    try:
+        with path.open("a") as log, redirect_stdout(log), redirect_stderr(log):
+            os.dup2(log.fileno(), 1)
+            os.dup2(log.fileno(), 2)
+            try:
+                yield
+            finally:
+                log.flush()
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in saved:
+            os.close(fd)
 
 
 def _runner(settings: StackSettings, defs: dg.Definitions) -> _InProcessRuns:
     return _SubmittedRuns(settings, defs) if settings.external_dagster else _InProcessRuns(settings, defs)
 
 
-def _start_automation(home: Path, workspace: Path, log: Callable[[str], None]) -> None:
+def _start_automation(home: Path, workspace: Path) -> None:
     """Every sensor and schedule on (they are on by default; this also restarts any that were stopped)."""
     for kind in ("sensor", "schedule"):
         result = dagster_cli(home, workspace, kind, "start", "--start-all")
         if result.returncode != 0:
-            raise PipelineError(f"could not turn the {kind}s on: {(result.stderr or result.stdout).strip()[-300:]}")
-        log(f"- every {kind} on")
+            raise PipelineError(f"could not turn the {kind}s on: {(result.stderr or result.stdout).strip()}")
+
+
+def _computes(run: dg.DagsterRun, key: dg.AssetKey) -> bool:
+    """Whether a run materializes ``key``: the sensor's job of that asset alone (its runs name no selection) or a
+    run with ``key`` selected."""
+    return run.job_name == SUPPLIER_STATS_DAYS_JOB or key in (run.asset_selection or ())
 
 
 def _runs_reading(instance: dg.DagsterInstance, key: dg.AssetKey, day: str, since: float) -> list[dg.RunRecord]:
@@ -247,7 +402,7 @@ def _runs_reading(instance: dg.DagsterInstance, key: dg.AssetKey, day: str, sinc
     records = instance.get_run_records(
         filters=dg.RunsFilter(tags={"dagster/partition": day}, statuses=list(FINISHED)), limit=50
     )
-    return [r for r in records if key in (r.dagster_run.asset_selection or ()) and (r.start_time or 0) >= since]
+    return [r for r in records if _computes(r.dagster_run, key) and (r.start_time or 0) >= since]
 
 
 def _ingestion_diagnosis(connect: ConnectClient, connectors: list[str], arrived: int, orders: int) -> str:
@@ -291,7 +446,7 @@ def _batch_diagnosis(
     for day in days:
         records = instance.get_run_records(filters=dg.RunsFilter(tags={"dagster/partition": day}), limit=10)
         for r in records:
-            if key in (r.dagster_run.asset_selection or ()) and (r.create_timestamp.timestamp() >= since - 600):
+            if _computes(r.dagster_run, key) and (r.create_timestamp.timestamp() >= since - 600):
                 started = dt.datetime.fromtimestamp(r.start_time, dt.UTC).strftime("%H:%M:%S") if r.start_time else "-"
                 seen.append(f"{r.dagster_run.run_id} ({day}) {r.dagster_run.status.value}, started {started}")
     if not seen:

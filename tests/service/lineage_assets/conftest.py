@@ -7,6 +7,8 @@ import datetime as dt
 import json
 import shutil
 import sqlite3
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -24,6 +26,7 @@ from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.table import Table
 
 from infra.services.dagster import DagsterDev
+from infra.settings import REPO_ROOT
 from lineage_assets.connect.assets import ORDERS_TOPIC
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.lineage.marquez import MarquezClient
@@ -87,12 +90,17 @@ def forget_test_jobs(settings):
 @pytest.fixture(scope="session")
 def pipeline_ran(settings) -> str:
     """The main job run once per test session (by the first test that needs the whole pipeline in the stack and
-    its lineage in Marquez); its printed log."""
-    from lineage_assets.main_run import run_pipeline
-
-    lines: list[str] = []
-    assert run_pipeline(settings, orders=100, log=lines.append), "\n".join(lines)
-    return "\n".join(lines)
+    its lineage in Marquez), as `lineage-lab pipeline run` (a process of its own, this session's environment);
+    what it printed, stdout and stderr interleaved."""
+    ran = subprocess.run(
+        [sys.executable, "-m", "infra.cli", "pipeline", "run", "--orders", "100"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=REPO_ROOT,
+    )
+    assert ran.returncode == 0, ran.stdout
+    return ran.stdout
 
 
 def wait_until_quiet(read: Callable[[], object], what: str, quiet: float = 15.0, timeout: float = 180.0) -> None:

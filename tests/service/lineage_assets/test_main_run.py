@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 import uuid
+from pathlib import Path
 from urllib.parse import quote
 
 import dagster as dg
@@ -58,6 +59,19 @@ def test_the_graph_in_marquez_is_the_declared_graph(settings, ran, pipeline, mar
     assert counted and counted.group(4) == "0" and "no drift" in ran, ran
     # a warning may only be a data-quality alarm (earlier tests leave poison in the topic), never a lineage check
     assert all(" dead_letter_share: " in line for line in ran.splitlines() if line.strip().startswith("WARNING")), ran
+
+
+def test_the_main_command_prints_a_short_progress_report(settings, ran):
+    """One line per step with its duration and result, no Dagster event (they are in the runs' log and the UI)."""
+    lines = ran.splitlines()
+    assert len(lines) <= 60, f"{len(lines)} lines:\n{ran}"
+    assert "DEBUG" not in ran, ran
+    steps = [line for line in lines if re.match(r"  \S.* +\d+\.\d s  (ok|WARN|FAILED)", line)]
+    assert len(steps) == 9, ran
+    assert f"{settings.dagster_url}/runs/" in ran, ran
+    log = re.search(r"console output: (\S+\.log)", ran)
+    assert log and Path(log.group(1)).parent == settings.logs_dir / "pipeline", ran
+    assert "STEP_SUCCESS" in Path(log.group(1)).read_text(), "the runs' console output is in their log"
 
 
 def test_each_engine_job_is_one_marquez_job_under_its_declared_name(ran, pipeline, marquez):
