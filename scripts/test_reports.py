@@ -196,10 +196,14 @@ def summary(reports: Path, exit_status: int = 0, ci: bool = False, expected: Pat
     # a phase that failed or was not reached already failed the run; one that could not run is a skip CI must see
     bad_phases = [p for p, (_, on_purpose) in not_run if p.state == "skipped" and not on_purpose]
     if unexpected or bad_phases:
-        where = f" (none matches a pattern of {expected})" if expected else ""
+        parts = []
+        if unexpected:
+            where = f" (no pattern of {expected} matches)" if expected else ""
+            parts.append(f"{len(unexpected)} unexpected skipped test(s){where}")
+        if bad_phases:
+            parts.append(f"{len(bad_phases)} phase(s) that could not run")
         out(
-            f"CI: {len(unexpected)} unexpected skipped test(s){where} and {len(bad_phases)} phase(s) that could "
-            "not run: failing the run. Fix the cause, or list an expected skip's pattern in that file."
+            f"CI: {' and '.join(parts)}: failing the run. Fix the cause, or list an expected skip in the patterns file."
         )
         return 1
     return 0
