@@ -286,25 +286,74 @@ class Row:
     target: float
     note: str = ""
     marquez: str = ""
+    #: timed runs that raised or did not do what was timed (a check without its evaluation, a step that failed)
+    errors: int = 0
+    #: timed sensor ticks that skipped (then only the skip was timed, not the sensor's work)
+    skipped: int = 0
+
+    def verdict(self) -> str:
+        """PASS only when every timed run did its work and the slowest is within the target."""
+        if self.errors:
+            return "ERROR"
+        if self.skipped:
+            return "SKIPPED"
+        return "PASS" if max(self.seconds) <= self.target else "FAIL"
 
 
-def timed(fn, runs: int) -> tuple[list[float], object, MarquezCalls]:
-    calls = MarquezCalls()
-    samples, result = [], None
-    with calls.active():
+@dataclasses.dataclass
+class Timed:
+    samples: list[float]
+    results: list  # one per run that returned (None for a run that raised)
+    errors: collections.Counter[str]
+    calls: MarquezCalls
+
+    @property
+    def last(self):
+        return next((r for r in reversed(self.results) if r is not None), None)
+
+
+def timed(fn, runs: int) -> Timed:
+    """Each run timed, its result kept; a run that raises is timed too, counted by exception and printed once."""
+    out = Timed([], [], collections.Counter(), MarquezCalls())
+    with out.calls.active():
         for _ in range(runs):
             t0 = time.perf_counter()
-            result = fn()
-            samples.append(time.perf_counter() - t0)
-    return samples, result, calls
+            try:
+                out.results.append(fn())
+            except Exception as exc:  # counted: the row then reports ERROR, never PASS
+                if not out.errors:
+                    print(f"  error: {type(exc).__name__}: {str(exc)[:300]}", flush=True)
+                out.errors[type(exc).__name__] += 1
+                out.results.append(None)
+            out.samples.append(time.perf_counter() - t0)
+    return out
+
+
+def error_note(errors: collections.Counter[str]) -> str:
+    return f"; errors: {dict(errors)}" if errors else ""
 
 
 def time_verify(settings: StackSettings, runs: int, directory: Path) -> Row:
     from lineage_assets.checks.verify import verify_and_render
 
-    samples, (report, _), calls = timed(lambda: verify_and_render(settings, directory / "graph.html"), runs)
-    note = "no drift" if report.ok else f"{len(report.drift)} difference(s): {report.drift[:3]}"
-    return Row("verify (lineage-lab verify)", samples, VERIFY_TARGET, note, calls.summary(runs))
+    t = timed(lambda: verify_and_render(settings, directory / "graph.html"), runs)
+    report = t.last[0] if t.last else None
+    note = (
+        "no result"
+        if report is None
+        else "no drift"
+        if report.ok
+        else f"{len(report.drift)} difference(s): {report.drift[:3]}"
+    )
+    errors = sum(t.errors.values())
+    return Row(
+        "verify (lineage-lab verify)",
+        t.samples,
+        VERIFY_TARGET,
+        note + error_note(t.errors),
+        t.calls.summary(runs),
+        errors=errors,
+    )
 
 
 def time_checks(settings: StackSettings, runs: int) -> list[Row]:
@@ -323,26 +372,29 @@ def time_checks(settings: StackSettings, runs: int) -> list[Row]:
             run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
         )
 
-    rows = []
-    for check in checks:
-        samples, result, calls = timed(lambda check=check: run(check.check_keys), runs)
-        evaluations = result.get_asset_check_evaluations()
+    def row(name: str, keys) -> Row:
+        """A timed run counts as an error unless it succeeded and evaluated every selected check exactly once (a
+        check whose step errored leaves no evaluation, and raise_on_error=False would hide it)."""
+        t = timed(lambda: run(keys), runs)
+        errors = sum(t.errors.values())
+        problems: collections.Counter[str] = collections.Counter(t.errors)
+        for result in t.results:
+            if result is None:
+                continue
+            evaluated = [dg.AssetCheckKey(e.asset_key, e.check_name) for e in result.get_asset_check_evaluations()]
+            failures = [e for e in result.all_events if e.is_step_failure]
+            if not result.success or failures or sorted(evaluated, key=str) != sorted(keys, key=str):
+                errors += 1
+                problems["run failed" if failures or not result.success else "evaluations missing"] += 1
+        last = t.last
+        evaluations = last.get_asset_check_evaluations() if last else []
         failed = [f"{e.check_name}: {e.description}" for e in evaluations if not e.passed]
         note = f"{len(evaluations) - len(failed)}/{len(evaluations)} passed" + (f"; {failed[:2]}" if failed else "")
-        rows.append(Row(f"check {check.node_def.name}", samples, CHECK_TARGET, note, calls.summary(runs)))
+        return Row(name, t.samples, CHECK_TARGET, note + error_note(problems), t.calls.summary(runs), errors=errors)
+
+    rows = [row(f"check {check.node_def.name}", list(check.check_keys)) for check in checks]
     every = [key for check in checks for key in check.check_keys]
-    samples, result, calls = timed(lambda: run(every), runs)
-    evaluations = result.get_asset_check_evaluations()
-    passed = sum(e.passed for e in evaluations)
-    rows.append(
-        Row(
-            f"all {len(every)} checks, one run",
-            samples,
-            CHECK_TARGET,
-            f"{passed}/{len(evaluations)} passed",
-            calls.summary(runs),
-        )
-    )
+    rows.append(row(f"all {len(every)} checks, one run", every))
     return rows
 
 
@@ -378,16 +430,41 @@ def time_sensors(settings: StackSettings, runs: int, directory: Path, which: str
                 ) as ctx:
                     return sensor(ctx)
 
-            samples, result, calls = timed(tick, runs)
-            if isinstance(result, dg.SkipReason):
-                note = f"skip: {result.skip_message}"
+            t = timed(tick, runs)
+            skipped = sum(1 for r in t.results if r is not None and skip_message(r) is not None)
+            result = t.last
+            if result is None:
+                note = "no result"
+            elif skip_message(result) is not None:
+                note = f"skip: {skip_message(result)}"
             else:
-                note = (
-                    f"{len(result.asset_events or [])} asset events, {len(result.run_requests or [])} run requests"
-                    + (f" (skip: {result.skip_reason.skip_message})" if result.skip_reason else "")
+                note = f"{len(result.asset_events or [])} asset events, {len(result.run_requests or [])} run requests"
+            rows.append(
+                Row(
+                    f"sensor tick {sensor.name}",
+                    t.samples,
+                    SENSOR_TARGET,
+                    (note[:90] + error_note(t.errors)),
+                    t.calls.summary(runs),
+                    errors=sum(t.errors.values()),
+                    skipped=skipped,
                 )
-            rows.append(Row(f"sensor tick {sensor.name}", samples, SENSOR_TARGET, note[:90], calls.summary(runs)))
+            )
     return rows
+
+
+def skip_message(result) -> str | None:
+    """Why a tick skipped, or None when it did work: a SkipReason, a SensorResult with nothing in it but a skip
+    reason, or nothing at all."""
+    if result is None or isinstance(result, dg.SkipReason):
+        return getattr(result, "skip_message", None) or "(no result)"
+    if isinstance(result, dg.SensorResult):
+        if not (result.asset_events or result.run_requests or result.dynamic_partitions_requests):
+            return result.skip_reason.skip_message if result.skip_reason else "(empty result)"
+        return None
+    if isinstance(result, list | tuple) and not result:
+        return "(no run requests)"
+    return None
 
 
 def main() -> None:
@@ -436,14 +513,19 @@ def main() -> None:
         rows += time_sensors(settings, args.runs, Path(tmp), args.sensor_instance)
 
     print(
-        f"\nmedians of {args.runs} run(s), PASS when the slowest run is within the target; sensors on the "
-        f"{args.sensor_instance} Dagster instance (read-only)"
+        f"\nmedians of {args.runs} run(s), PASS when every run did its work (ERROR: a run raised, or a check run "
+        "failed or missed an evaluation; SKIPPED: a sensor tick skipped, so its work was not timed) and the slowest "
+        f"is within the target; sensors on the {args.sensor_instance} Dagster instance (read-only)"
     )
     print(f"{'operation':<52} {'median s':>9} {'max s':>7} {'target':>7}  result")
     for row in rows:
         med, worst = statistics.median(row.seconds), max(row.seconds)
-        verdict = "PASS" if worst <= row.target else "FAIL"
-        print(f"{row.operation:<52} {med:>9.2f} {worst:>7.2f} {row.target:>6.0f}s  {verdict}  {row.note}")
+        counts = f" ({row.errors} errors)" if row.errors else f" ({row.skipped} skipped)" if row.skipped else ""
+        print(f"{row.operation:<52} {med:>9.2f} {worst:>7.2f} {row.target:>6.0f}s  {row.verdict()}{counts}  {row.note}")
+    errors = sum(row.errors for row in rows)
+    print(
+        f"errors: {errors} timed run(s) raised or did not do their work; skipped ticks: {sum(r.skipped for r in rows)}"
+    )
     print("\nMarquez GETs per operation (per run: calls, seconds)")
     for row in rows:
         if row.marquez:

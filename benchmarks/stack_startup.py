@@ -29,9 +29,13 @@ def shifted(settings: StackSettings, home: Path, offset: int) -> StackSettings:
     return dataclasses.replace(settings, home=home, **ports)
 
 
-def rss_mib(pid: int) -> float:
-    """Resident memory of a service: its process and every process in its process group (Python workers...)."""
+def rss_mib(pid: int | None) -> float | None:
+    """Resident memory of a service: its process and every process in its process group (Python workers...); None
+    when the service left no pid, or no process of that group is alive (never read as 0 MiB)."""
+    if not pid:
+        return None
     total_kib = 0
+    found = False
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
@@ -39,12 +43,13 @@ def rss_mib(pid: int) -> float:
             stat = (proc / "stat").read_text().rsplit(")", 1)[1].split()
             if int(stat[2]) != pid:  # field 5: process group id
                 continue
+            found = True
             for line in (proc / "status").read_text().splitlines():
                 if line.startswith("VmRSS:"):
                     total_kib += int(line.split()[1])
         except (OSError, IndexError, ValueError):
             continue
-    return total_kib / 1024
+    return total_kib / 1024 if found else None
 
 
 def start_all(settings: StackSettings) -> tuple[float, dict[str, float]]:
@@ -66,7 +71,7 @@ def main() -> None:
     base = StackSettings.from_env()
     cold: list[tuple[float, dict[str, float]]] = []
     warm: list[tuple[float, dict[str, float]]] = []
-    memory: list[dict[str, float]] = []
+    memory: list[dict[str, float | None]] = []
     for run in range(1, args.runs + 1):
         with tempfile.TemporaryDirectory(prefix="lineage-lab-bench-") as tmp:
             Path(tmp).chmod(0o755)  # PostgreSQL runs as its own OS user and must reach its data directory
@@ -75,7 +80,7 @@ def main() -> None:
             try:
                 cold.append(start_all(settings))
                 time.sleep(5)  # let JIT and background threads settle before reading memory
-                memory.append({s.name: rss_mib(supervisor.read_pid(s) or -1) for s in services})
+                memory.append({s.name: rss_mib(supervisor.read_pid(s)) for s in services})
                 supervisor.down(services, log=lambda _: None)
                 warm.append(start_all(settings))
             finally:
@@ -85,16 +90,24 @@ def main() -> None:
     names = [s.name for s in build_stack(base)]
     print(f"\nmedians over {args.runs} run(s) (JVM artifacts cached; 2-core machine, noisy)")
     print(f"{'service':<20} {'cold s':>8} {'warm s':>8} {'RSS MiB':>9}")
+    failed = []
     for name in names:
         c = statistics.median(r[1][name] for r in cold)
         w = statistics.median(r[1][name] for r in warm)
-        m = statistics.median(r[name] for r in memory)
-        print(f"{name:<20} {c:>8.1f} {w:>8.1f} {m:>9.0f}")
+        missing = sum(1 for r in memory if r[name] is None)
+        if missing:  # no pid, or no live process, in some run: the row fails rather than reading 0 MiB
+            failed.append(name)
+            m = f"{'MISSING':>9} (no process in {missing} of {len(memory)} runs)"
+        else:
+            m = f"{statistics.median(r[name] for r in memory):>9.0f}"
+        print(f"{name:<20} {c:>8.1f} {w:>8.1f} {m}")
     total_c = statistics.median(r[0] for r in cold)
     total_w = statistics.median(r[0] for r in warm)
-    total_m = statistics.median(sum(r.values()) for r in memory)
-    print(f"{'all healthy':<20} {total_c:>8.1f} {total_w:>8.1f} {total_m:>9.0f}")
+    total_m = statistics.median(sum(v for v in r.values() if v is not None) for r in memory)
+    print(f"{'all healthy':<20} {total_c:>8.1f} {total_w:>8.1f} {total_m:>9.0f}{' (incomplete)' if failed else ''}")
     print(f"warm/cold ratio: {total_w / total_c:.2f}")
+    if failed:
+        raise SystemExit(f"FAILED: no process to measure for {', '.join(failed)}")
 
 
 if __name__ == "__main__":
