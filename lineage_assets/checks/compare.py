@@ -137,7 +137,7 @@ def run_state_agrees(
         return Finding(
             False,
             f"stale lineage, job running: the engine runs {what} ({engine_state}) but its run "
-            f"{mine or '(none)'} is {state or 'not in the lineage graph'}. Turn the job's sensor on (it opens a run "
+            f"{mine} is {state or 'not in the lineage graph'}. Turn the job's sensor on (it opens a run "
             "for the running job on its next tick), or see `lineage-lab lineage outbox` if the opening is still "
             "queued",
             details,

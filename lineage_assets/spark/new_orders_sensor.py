@@ -54,7 +54,7 @@ class PartitionSummaryMissing(ValueError):
 def days_changed(summary: dict[str, str], field: str) -> set[str]:
     """The days (``YYYY-MM-DD``) of partition field ``field`` a snapshot summary says were changed."""
     if summary.get("partition-summaries-included") != "true":
-        if int(summary.get("changed-partition-count", "0") or 0) == 0:
+        if int(summary.get("changed-partition-count") or 0) == 0:
             return set()
         raise PartitionSummaryMissing(
             f"the snapshot changed {summary.get('changed-partition-count')} partition(s) but its summary does not name "

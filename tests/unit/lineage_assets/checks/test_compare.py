@@ -4,6 +4,7 @@ drift, made by changing those events, is caught and named."""
 
 from infra.settings import StackSettings
 from lineage_assets.checks.compare import (
+    Finding,
     dataset_exists,
     no_second_identity,
     run_state_agrees,
@@ -196,3 +197,102 @@ def test_a_required_column_is_still_missing_when_an_optional_one_may_be():
     fields[:] = [f for f in fields if f["name"] not in ("currency", "item")]
     finding = schema_matches(whole_pipeline(event), PIPELINE.dataset("kafka_orders"))
     assert not finding.passed and finding.details["missing"] == ["item"], finding.details
+
+
+# --- exact values (issue 28: each branch's whole Finding, pinning the mutants of run_state_agrees) ----------------
+def _flink_graph(runs: dict[str, str] | None, latest: tuple[str, str] | None = None) -> LineageGraph:
+    graph = whole_pipeline()
+    key = (PIPELINE.job("iceberg-ingestion").namespace, "iceberg-ingestion")
+    if runs is None:
+        del graph.jobs[key]
+        return graph
+    node = graph.jobs[key]
+    node.run_states = runs
+    node.latest_run, node.latest_state = latest or (None, None)
+    return graph
+
+
+def test_run_state_findings_word_for_word():
+    ds = PIPELINE.dataset("iceberg_orders")
+    fix_open = (
+        "Turn the job's sensor on (it opens a run for the running job on its next tick), or see `lineage-lab lineage "
+        "outbox` if the opening is still queued"
+    )
+    fix_close = (
+        "Turn the job's sensor on (it closes the run on its next tick), or see `lineage-lab lineage outbox` if the "
+        "close is still queued"
+    )
+
+    def details(engine, engine_run, latest_run, open_runs):
+        return {"engine": engine, "engine_run": engine_run, "latest_run": latest_run, "open_runs": open_runs}
+
+    source = PIPELINE.dataset("source_orders")
+    assert run_state_agrees(whole_pipeline(), source, PIPELINE, "RUNNING") == Finding(
+        True, "orders-generator is not a lineage job (nothing to compare)"
+    )
+    assert run_state_agrees(_flink_graph(None), ds, PIPELINE, None) == Finding(
+        True, "no engine state for iceberg-ingestion (not asked); lineage says None"
+    )
+    graph = _flink_graph({"r1": "RUNNING"}, ("r1", "RUNNING"))
+    assert run_state_agrees(graph, ds, PIPELINE, None, engine_what="Flink down") == Finding(
+        True, "no engine state for iceberg-ingestion (Flink down); lineage says RUNNING"
+    )
+    # stopped engine
+    assert run_state_agrees(graph, ds, PIPELINE, "canceled", engine_what="Flink job j1") == Finding(
+        False,
+        "stale lineage, job stopped: iceberg-ingestion (Flink job j1) is canceled but run r1 is RUNNING in the "
+        f"lineage graph: the run was never closed. {fix_close}",
+        details("canceled", None, "r1", ["r1"]),
+    )
+    latest_only = _flink_graph({}, ("r2", "RUNNING"))  # no run states kept, only the latest
+    assert run_state_agrees(latest_only, ds, PIPELINE, "FAILED") == Finding(
+        False,
+        "stale lineage, job stopped: iceberg-ingestion is FAILED but run r2 is RUNNING in the lineage graph: the run "
+        f"was never closed. {fix_close}",
+        details("FAILED", None, "r2", []),
+    )
+    two = _flink_graph({"r1": "RUNNING", "r3": "NEW"}, ("r3", "NEW"))
+    assert run_state_agrees(two, ds, PIPELINE, "STOPPED").message.startswith(
+        "stale lineage, job stopped: iceberg-ingestion is STOPPED but run r1, r3 is RUNNING"
+    )
+    closed = _flink_graph({"r1": "COMPLETED"}, ("r1", "COMPLETED"))
+    assert run_state_agrees(closed, ds, PIPELINE, "FINISHED") == Finding(
+        True, "engine FINISHED, lineage COMPLETED (run r1)", details("FINISHED", None, "r1", [])
+    )
+    assert run_state_agrees(_flink_graph(None), ds, PIPELINE, "FINISHED") == Finding(
+        True, "engine FINISHED, lineage None (run None)", details("FINISHED", None, None, [])
+    )
+    # running engine
+    assert run_state_agrees(closed, ds, PIPELINE, "RUNNING") == Finding(
+        False,
+        "stale lineage, job running: the engine runs iceberg-ingestion (RUNNING) but its run r1 is COMPLETED. "
+        + fix_open,
+        details("RUNNING", None, "r1", []),
+    )
+    assert run_state_agrees(_flink_graph(None), ds, PIPELINE, "RUNNING", "r9", "Flink job j9") == Finding(
+        False,
+        "stale lineage, job running: the engine runs iceberg-ingestion (Flink job j9) (RUNNING) but its run r9 is "
+        f"not in the lineage graph. {fix_open}",
+        details("RUNNING", "r9", None, []),
+    )
+    assert run_state_agrees(_flink_graph({}), ds, PIPELINE, "RUNNING") == Finding(
+        True, "engine RUNNING, lineage RUNNING (run None)", details("RUNNING", None, None, [])
+    ), "no run yet: nothing stale"
+    runless = _flink_graph({}, (None, "COMPLETED"))  # a latest state without a run: no run to judge
+    assert run_state_agrees(runless, ds, PIPELINE, "RUNNING") == Finding(
+        True, "engine RUNNING, lineage RUNNING (run None)", details("RUNNING", None, None, [])
+    )
+    new = _flink_graph({"r1": "COMPLETED", "r4": "NEW"}, ("r1", "COMPLETED"))
+    assert run_state_agrees(new, ds, PIPELINE, "RUNNING", "r4") == Finding(
+        True, "engine RUNNING, lineage RUNNING (run r4)", details("RUNNING", "r4", "r1", ["r4"])
+    )
+    starting = _flink_graph({"r5": "NEW"}, ("r5", "NEW"))
+    assert run_state_agrees(starting, ds, PIPELINE, "RUNNING").passed
+    both = _flink_graph({"r1": "RUNNING", "r3": "RUNNING", "r4": "RUNNING"}, ("r4", "RUNNING"))
+    assert run_state_agrees(both, ds, PIPELINE, "RUNNING", "r4", "Flink job j4") == Finding(
+        False,
+        "stale lineage, two open runs: the engine runs iceberg-ingestion (Flink job j4) as run r4, but run r1, r3 is "
+        "also RUNNING in the lineage graph, for a job that no longer runs. Turn the job's sensor on (it closes every "
+        "open run but the current one on its next tick)",
+        details("RUNNING", "r4", "r4", ["r1", "r3", "r4"]),
+    )

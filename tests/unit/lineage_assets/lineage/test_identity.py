@@ -124,3 +124,17 @@ def test_namespaces_follow_external_endpoints():
     assert p.dataset("kafka_supplier_stats").namespace == "kafka://broker-1.prod:9093"
     assert p.dataset("iceberg_orders").namespace == "s3://lake"
     assert p.dataset("iceberg_orders").symlinks[0].namespace == "https://catalog.prod:8443"
+
+
+# --- exact values (issue 28: each pins a mutant of the naming rules; see docs/mutation.md) ------------------------
+@pytest.mark.parametrize("name", ["a:b", "1orders", "1a"])
+def test_a_name_marquez_cannot_put_in_a_node_id_is_refused(pipeline, name):
+    ds = pipeline.dataset("kafka_orders")
+    with pytest.raises(naming.NamingError) as err:
+        dataclasses.replace(ds, name=name)
+    assert str(err.value) == f"dataset name {name!r} cannot be part of a Marquez node id"
+
+
+@pytest.mark.parametrize("name", ["orders", "o1", "XX"])
+def test_a_name_with_a_later_digit_and_no_colon_is_fine(pipeline, name):
+    assert dataclasses.replace(pipeline.dataset("kafka_orders"), name=name).name == name

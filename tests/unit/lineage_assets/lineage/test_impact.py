@@ -76,3 +76,32 @@ def test_downstream_nodes_follow_out_edges_and_survive_cycles():
     ]
     assert downstream_nodes(graph, "dataset:a") == ["job:x", "dataset:b", "job:y", "dataset:c"]
     assert downstream_nodes(graph, "dataset:c") == []
+
+
+# --- exact values (issue 28: each pins a mutant of the walk; see docs/mutation.md) ---------------------------------
+def test_a_node_reached_twice_is_listed_once_nearest_first():
+    graph = [
+        {"id": "a", "outEdges": [{"destination": "b"}, {"destination": "c"}]},
+        {"id": "b", "outEdges": [{"destination": "d"}]},
+        {"id": "c", "outEdges": [{"destination": "d"}]},
+        {"id": "d", "outEdges": [{"destination": "b"}]},
+    ]
+    assert downstream_nodes(graph, "a") == ["b", "c", "d"]
+
+
+def field_node(name: str, *inputs: str, kind: str = "DATASET_FIELD") -> dict:
+    refs = [{"namespace": "ns", "dataset": i.split(".")[0], "field": i.split(".")[1]} for i in inputs]
+    return {
+        "type": kind,
+        "data": {"namespace": "ns", "dataset": name.split(".")[0], "field": name.split(".")[1], "inputFields": refs},
+    }
+
+
+def test_only_field_nodes_carry_column_lineage_wherever_they_are_listed():
+    graph = [
+        field_node("t.ghost", "s.x", kind="DATASET"),  # not a field: its inputFields are no lineage
+        {"type": "DATASET_FIELD", "data": {}},  # a field node without data
+        field_node("t.y", "s.x"),
+        field_node("u.z", "t.y"),
+    ]
+    assert downstream_columns(graph, ("ns", "s", "x")) == [("ns", "t", "y"), ("ns", "u", "z")]

@@ -261,3 +261,71 @@ def test_backlog_age_is_the_wait_of_the_oldest_queued_event(tmp_path, monkeypatc
     assert outbox.counts().backlog_age == 50.0, "the oldest queued event has waited 50 s"
     clock.now -= 100.0
     assert outbox.counts().backlog_age == 0.0, "a clock set back gives no negative age"
+
+
+# --- exact values (issue 28: each pins a mutant of the per-run ordering; see docs/mutation.md) --------------------
+def test_an_event_is_accepted_as_a_run_event_as_json_text_or_as_a_dict(tmp_path):
+    from openlineage.client.event_v2 import Job, Run, RunEvent, RunState
+
+    box = Outbox(tmp_path / "o.sqlite")
+    run_id = "0195c1c0-0000-7000-8000-000000000007"
+    as_object = RunEvent(
+        eventType=RunState.START,
+        eventTime="2025-05-01T10:00:00.000Z",
+        run=Run(runId=run_id),
+        job=Job(namespace="lineage-lab", name="job-7"),
+        producer="test",
+    )
+    assert box.enqueue(as_object)
+    assert box.enqueue(json.dumps(event(7, "RUNNING", 1)))
+    assert box.enqueue(event(7, "COMPLETE", 2))
+    assert [(e["run"]["runId"], e["eventType"]) for e in box.events()] == [
+        (run_id, "START"),
+        (run_id, "RUNNING"),
+        (run_id, "COMPLETE"),
+    ]
+
+
+def test_a_failed_enqueue_rolls_back_and_leaves_the_outbox_usable(tmp_path, monkeypatch):
+    box = Outbox(tmp_path / "o.sqlite")
+    assert box.enqueue(event(1, "START", 0))
+
+    def broken(db, name):
+        raise RuntimeError("counter broken")
+
+    monkeypatch.setattr(Outbox, "_bump", staticmethod(broken))
+    with pytest.raises(RuntimeError, match="counter broken"):
+        box.enqueue(event(1, "START", 0))  # a duplicate: counting it fails inside the transaction
+    monkeypatch.undo()
+    assert box.enqueue(event(1, "RUNNING", 1)), "the transaction was rolled back, the next one starts"
+    assert box.counts().queued == 2
+
+
+def test_ended_is_true_once_a_terminal_event_of_the_run_is_queued_or_sent_not_dead(tmp_path):
+    box = Outbox(tmp_path / "o.sqlite")
+    box.enqueue(event(1, "START", 0))
+    assert not box.ended(event(1, "START", 0)["run"]["runId"])
+    for run, kind in ((1, "COMPLETE"), (2, "ABORT"), (3, "FAIL"), (4, "COMPLETE")):
+        box.enqueue(event(run, kind, 1))
+    (seq4,) = [seq for seq, _, payload in box.lease_next("me", limit=10) if '"job-4"' in payload]
+    box.record([(seq4, "dead", "HTTP 422: no")])
+    ended = {run: box.ended(event(run, "START", 0)["run"]["runId"]) for run in (1, 2, 3, 4, 5)}
+    assert ended == {1: True, 2: True, 3: True, 4: False, 5: False}
+    assert box.enqueue(event(4, "START", 2)), "after a dead-lettered end the run may start again"
+    assert box.counts().superseded == 0
+
+
+def test_a_lease_round_takes_the_head_of_at_most_100_runs_by_default(tmp_path):
+    box = Outbox(tmp_path / "o.sqlite")
+    for run in range(101):
+        box.enqueue(event(run, "START", 0))
+    assert len(box.lease_next("me")) == 100
+
+
+def test_leases_are_measured_on_the_clock_the_caller_gives(tmp_path):
+    box = Outbox(tmp_path / "o.sqlite")
+    box.enqueue(event(1, "START", 0))
+    later = time.time() + 1000
+    assert [t for _, t, _ in box.lease_next("a", now=later)] == ["START"]
+    assert box.lease_next("b", now=later + 29) == [], "a's lease still holds"
+    assert [t for _, t, _ in box.lease_next("b", now=later + 31)] == ["START"], "a's lease ran out"

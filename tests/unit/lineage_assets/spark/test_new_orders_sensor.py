@@ -73,3 +73,27 @@ def test_the_handled_snapshot_is_the_one_the_cursor_materialization_reported():
         # a materialization without a snapshot (a deployment of an empty table): the newest one before it counts
         assert [handled_snapshot(instance, key, str(i)) for i in ids] == [5, 5, 5, 7]
         assert handled_snapshot(instance, key, None) is None
+
+
+# --- exact values (issue 28: each pins a mutant of the day computation; see docs/mutation.md) ---------------------
+def test_a_summary_that_names_no_change_changed_no_day():
+    assert days_changed({}, "bid_time_day") == set()
+    assert days_changed({"changed-partition-count": ""}, "bid_time_day") == set()
+
+
+def test_the_error_says_how_many_partitions_changed_and_why_they_are_not_named():
+    with pytest.raises(PartitionSummaryMissing) as err:
+        days_changed({"changed-partition-count": "7"}, "bid_time_day")
+    assert str(err.value) == (
+        "the snapshot changed 7 partition(s) but its summary does not name them (more than "
+        "write.summary.partition-limit, or the table lacks that property)"
+    )
+
+
+def test_the_day_is_read_from_its_own_field_of_a_multi_field_partition():
+    keys = {
+        "partitions.supplier=Alice/bid_time_day=2026-11-22": "added-records=1",
+        "partitions.bid_time_day=2026-11-23=x": "added-records=1",  # the value is everything after the first "="
+    }
+    got = days_changed({"partition-summaries-included": "true", **keys}, "bid_time_day")
+    assert got == {"2026-11-22", "2026-11-23=x"}

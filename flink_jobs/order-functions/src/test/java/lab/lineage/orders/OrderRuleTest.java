@@ -50,6 +50,11 @@ class OrderRuleTest {
     void bidTimeMustLieInsideThePlausibilityWindow() {
         assertNull(reason("1.00", NOW + 3600_000));
         assertNull(reason("1.00", NOW - 7L * 24 * 3600_000));
+        // one millisecond beyond either bound is outside
+        assertEquals("bid_time 2026-11-23T13:00:00Z is more than 3600 s after processing time "
+                + "(LINEAGE_LAB_ORDER_MAX_FUTURE_S)", reason("1.00", NOW + 3600_001));
+        assertEquals("bid_time 2026-11-16T11:59:59Z is more than 604800 s before processing time "
+                + "(LINEAGE_LAB_ORDER_MAX_PAST_S)", reason("1.00", NOW - 7L * 24 * 3600_000 - 1));
         assertEquals("bid_time 9999-12-31T23:59:59Z is more than 3600 s after processing time "
                 + "(LINEAGE_LAB_ORDER_MAX_FUTURE_S)", reason("1.00", Instant.parse("9999-12-31T23:59:59Z")
                         .toEpochMilli()));
@@ -75,6 +80,7 @@ class OrderRuleTest {
     void aNegativeWindowIsAConfigurationError() {
         IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> new OrderRule(-1, 0));
         assertEquals(true, e.getMessage().contains("must not be negative"));
+        assertThrows(IllegalArgumentException.class, () -> new OrderRule(0, -1));
     }
 
     @ParameterizedTest

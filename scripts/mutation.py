@@ -1,0 +1,371 @@
+"""Mutation testing of the core logic (issue 28): every listed mutant must be killed, and the table says by which test.
+
+Python: mutmut 3 (configured in pyproject.toml, ``[tool.mutmut]``) mutates the files of the core logic and runs the
+fast unit tests against the mutants of the functions listed in ``[tool.lineage-lab.mutation] functions``. mutmut
+does not record which test killed a mutant, so each killed mutant's covering tests (mutmut's own per-function
+stats) are then run one by one, fastest first, with the mutant active (``MUTANT_UNDER_TEST``), in one pytest
+process: the first test that fails is its killer.
+
+Java: a hand-listed set of mutations of the valid-order rule (``OrderRule.java``), each applied to a temporary copy
+of the Maven module (the tracked file is never edited), whose tests must then fail; the failing JUnit test is read
+from the surefire reports.
+
+    .venv/bin/python scripts/mutation.py          # everything; the table also goes to docs/mutation.md
+    .venv/bin/python scripts/mutation.py --fast   # the `fast` subset (scripts/test.sh); exits 1 if one survives
+
+Exit status: 0 when every listed mutant is killed (or times out, which is a detection too), 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MUTANTS = ROOT / "mutants"
+JAVA_MODULE = ROOT / "flink_jobs" / "order-functions"
+JAVA_RULE = Path("src/main/java/lab/lineage/orders/OrderRule.java")
+DOC = ROOT / "docs" / "mutation.md"
+#: a test that runs longer than this with a mutant active counts as the mutant's kill (by timeout)
+KILLER_TEST_TIMEOUT_S = 10
+
+
+@dataclass(frozen=True)
+class JavaMutant:
+    id: str
+    where: str  # method of OrderRule
+    old: str  # exact text in OrderRule.java (must occur once)
+    new: str
+
+
+#: the scripted mutations of the valid-order rule: its bounds, each off by one or flipped
+JAVA_MUTANTS = (
+    JavaMutant("J1", "clockFreeReason", "price.signum() < 0", "price.signum() <= 0"),
+    JavaMutant("J2", "clockFreeReason", "if (price.signum() < 0) {", "if (false) {"),
+    JavaMutant("J3", "clockFreeReason", "price.compareTo(MAX_PRICE) > 0", "price.compareTo(MAX_PRICE) >= 0"),
+    JavaMutant("J4", "MAX_PRICE", 'new BigDecimal("99999999.99")', 'new BigDecimal("999999999.99")'),
+    JavaMutant("J5", "PRICE_SCALE", "PRICE_SCALE = 2;", "PRICE_SCALE = 3;"),
+    JavaMutant("J6", "reason", "bidTimeMs > nowMs + maxFutureS * 1000", "bidTimeMs >= nowMs + maxFutureS * 1000"),
+    JavaMutant("J7", "reason", "bidTimeMs < nowMs - maxPastS * 1000", "bidTimeMs <= nowMs - maxPastS * 1000"),
+    JavaMutant("J8", "reason", "bidTimeMs > nowMs + maxFutureS * 1000", "bidTimeMs > nowMs + maxFutureS * 1000 + 1"),
+    JavaMutant("J9", "reason", "bidTimeMs < nowMs - maxPastS * 1000", "bidTimeMs < nowMs - maxPastS * 1000 - 1"),
+    JavaMutant(
+        "J10", "clockFreeReason", "orderId == null || orderId.isBlank()", "orderId == null || orderId.isEmpty()"
+    ),
+    JavaMutant("J11", "clockFreeReason", "supplier == null || supplier.isBlank()", "supplier == null"),
+    JavaMutant("J12", "OrderRule(long, long)", "maxFutureS < 0 || maxPastS < 0", "maxFutureS < 0"),
+)
+#: the Java mutants --fast runs (each compiles and runs OrderRuleTest once, ~8 s)
+JAVA_FAST = ("J3", "J6", "J7", "J8", "J9")
+
+
+@dataclass
+class Row:
+    id: str
+    where: str
+    change: str
+    status: str
+    killer: str
+
+
+def settings() -> dict:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]
+
+
+# --- Python (mutmut) ------------------------------------------------------------------------------------------
+def run_mutmut(functions: list[str]) -> None:
+    """``mutmut run`` of the functions' mutants, in a child process that narrows ``only_mutate`` to their files
+    (mutmut generates every mutant of a file it mutates: fewer files, less time)."""
+    shutil.rmtree(MUTANTS, ignore_errors=True)  # a fresh copy: no verdict cached from another tree
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--_mutmut", *functions]
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.stdout.write(out.stdout[-4000:] + out.stderr[-4000:])
+        raise SystemExit(f"mutmut run failed (exit {out.returncode})")
+
+
+def _mutmut_run(functions: list[str]) -> int:
+    from mutmut.__main__ import _run
+    from mutmut.configuration import config
+
+    files = {f.partition(".x")[0].replace(".", "/") + ".py" for f in functions}
+    config().only_mutate = [p for p in config().only_mutate if p in files]
+    try:
+        _run([f"{f}__mutmut_*" for f in functions], None)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return 0
+
+
+def mutmut_results(functions: list[str]) -> dict[str, tuple[str, str, int | None]]:
+    """mutant name -> (source path, mangled function name, exit code)"""
+    found = {}
+    for meta in MUTANTS.rglob("*.py.meta"):
+        path = str(meta.relative_to(MUTANTS))[: -len(".meta")]
+        for name, code in json.loads(meta.read_text())["exit_code_by_key"].items():
+            mangled = name.partition("__mutmut_")[0]
+            if mangled in functions:
+                found[name] = (path, mangled, code)
+    return found
+
+
+def status_of(code: int | None) -> str:
+    from mutmut.stats import status_by_exit_code
+
+    return status_by_exit_code[code]
+
+
+def change_of(name: str, path: str) -> str:
+    """The mutated part of the line(s): `old` → `new`, with a few characters of context."""
+    from mutmut.mutation.diff_apply import get_diff_for_mutant
+
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        diff = get_diff_for_mutant(name, path=path)
+    finally:
+        os.chdir(cwd)
+    old = " ".join(line[1:].strip() for line in diff.splitlines() if line.startswith("-") and line[:3] != "---")
+    new = " ".join(line[1:].strip() for line in diff.splitlines() if line.startswith("+") and line[:3] != "+++")
+    return condense(old, new)
+
+
+def condense(old: str, new: str, context: int = 12) -> str:
+    matcher = difflib.SequenceMatcher(a=old, b=new, autojunk=False)
+    blocks = [b for b in matcher.get_opcodes() if b[0] != "equal"]
+    if not blocks:
+        return "(no textual change)"
+    a0, a1, b0, b1 = blocks[0][1], blocks[-1][2], blocks[0][3], blocks[-1][4]
+    lo_a, lo_b = max(0, a0 - context), max(0, b0 - context)
+    pre = "…" if lo_a > 0 else ""
+    post_a = "…" if a1 + context < len(old) else ""
+    post_b = "…" if b1 + context < len(new) else ""
+    return f"`{pre}{old[lo_a : a1 + context]}{post_a}` → `{pre}{new[lo_b : b1 + context]}{post_b}`"
+
+
+def find_killers(jobs: dict[str, list[str]], test_files: list[str], pytest_args: list[str]) -> dict[str, str]:
+    """Run, for each mutant, its covering tests one by one with the mutant active; the first failure kills it."""
+    if not jobs:
+        return {}
+    with tempfile.TemporaryDirectory() as tmp:
+        job_file, out_file = Path(tmp) / "jobs.json", Path(tmp) / "killers.json"
+        job_file.write_text(json.dumps(jobs))
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--_killers", str(job_file), str(out_file), "--"]
+        proc = subprocess.run([*cmd, *pytest_args, *test_files], cwd=MUTANTS, capture_output=True, text=True)
+        if not out_file.exists():
+            sys.stdout.write(proc.stdout[-4000:] + proc.stderr[-4000:])
+            raise SystemExit("the killer search did not finish")
+        return json.loads(out_file.read_text())
+
+
+def _killer_search(job_file: str, out_file: str, pytest_args: list[str]) -> int:
+    """In mutants/: one pytest session that runs each mutant's tests (its own test protocol per run)."""
+    import pytest
+    from _pytest.runner import runtestprotocol
+
+    sys.path.insert(0, str(Path.cwd()))  # the mutated copy, before the editable install
+    jobs: dict[str, list[str]] = json.loads(Path(job_file).read_text())
+
+    class Timeout(Exception):
+        pass
+
+    def alarm(signum, frame):
+        raise Timeout(f"over {KILLER_TEST_TIMEOUT_S} s")
+
+    class KillerSearch:
+        def pytest_runtestloop(self, session):
+            items = {item.nodeid: item for item in session.items}
+            killers = {}
+            signal.signal(signal.SIGALRM, alarm)
+            for mutant, tests in jobs.items():
+                os.environ["MUTANT_UNDER_TEST"] = mutant
+                killers[mutant] = ""
+                for nodeid in (t for t in tests if t in items):  # fastest first
+                    signal.alarm(KILLER_TEST_TIMEOUT_S)
+                    try:
+                        reports = runtestprotocol(items[nodeid], log=False, nextitem=None)
+                        failed = any(r.failed for r in reports)
+                    except Timeout:
+                        failed = True
+                    finally:
+                        signal.alarm(0)
+                    if failed:
+                        killers[mutant] = nodeid
+                        break
+            os.environ["MUTANT_UNDER_TEST"] = ""
+            Path(out_file).write_text(json.dumps(killers))
+            return True
+
+    return pytest.main([*pytest_args, "-q", "-p", "no:randomly"], plugins=[KillerSearch()])
+
+
+def python_rows(functions: list[str], test_files: list[str], pytest_args: list[str]) -> list[Row]:
+    run_mutmut(functions)
+    results = mutmut_results(functions)
+    missing = sorted(set(functions) - {mangled for _, mangled, _ in results.values()})
+    if missing:
+        raise SystemExit(f"no mutants for {missing}: renamed, or excluded with a pragma? fix pyproject.toml")
+    stats = json.loads((MUTANTS / "mutmut-stats.json").read_text())
+    covering, duration = stats["tests_by_mangled_function_name"], stats["duration_by_test"]
+    killed = {
+        n: sorted(covering.get(mangled, []), key=lambda t: (duration.get(t, 0.0), t))
+        for n, (_, mangled, code) in results.items()
+        if status_of(code) == "killed"
+    }
+    killers = find_killers(killed, test_files, pytest_args)
+    rows = []
+    for name, (path, mangled, code) in sorted(results.items(), key=lambda kv: _natural(kv[0])):
+        status = status_of(code)
+        module, _, function = mangled.rpartition(".")
+        function = function.removeprefix("x_").replace("ǁ", ".").strip(".")
+        killer = killers.get(name, "")
+        if status == "killed" and not killer:
+            killer = "(the tests fail together, none alone)"
+        elif status == "timeout":
+            killer = "(the tests never finish)"
+        rows.append(
+            Row(
+                name.rpartition(".")[2].replace("ǁ", "."),
+                f"{module}:{function}",
+                change_of(name, path),
+                status,
+                killer.removeprefix("tests/unit/"),
+            )
+        )
+    return rows
+
+
+def _natural(name: str) -> tuple:
+    head, _, number = name.rpartition("__mutmut_")
+    return head, int(number)
+
+
+# --- Java (scripted) ------------------------------------------------------------------------------------------
+def java_rows(mutants: tuple[JavaMutant, ...], only_rule_test: bool) -> list[Row]:
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="order-functions-mutants-") as tmp:
+        module = Path(tmp) / "order-functions"
+        module.mkdir()
+        shutil.copy2(JAVA_MODULE / "pom.xml", module / "pom.xml")
+        shutil.copytree(JAVA_MODULE / "src", module / "src")
+        original = (module / JAVA_RULE).read_text()
+        cmd = ["mvn", "-q", "-o", "test"] + (["-Dtest=OrderRuleTest"] if only_rule_test else [])
+        for m in mutants:
+            if original.count(m.old) != 1:
+                raise SystemExit(f"{m.id}: {m.old!r} does not occur exactly once in {JAVA_RULE}: update JAVA_MUTANTS")
+            (module / JAVA_RULE).write_text(original.replace(m.old, m.new))
+            shutil.rmtree(module / "target" / "surefire-reports", ignore_errors=True)
+            proc = subprocess.run(cmd, cwd=module, capture_output=True, text=True)
+            failed = _surefire_failures(module / "target" / "surefire-reports")
+            if proc.returncode == 0:
+                status, killer = "survived", ""
+            elif failed:
+                status, killer = "killed", failed[0]
+            else:
+                status, killer = (
+                    "killed",
+                    "(compilation failed)" if "COMPILATION ERROR" in proc.stdout else "(mvn failed)",
+                )
+            rows.append(Row(m.id, f"OrderRule.java:{m.where}", condense(m.old, m.new), status, killer))
+        (module / JAVA_RULE).write_text(original)
+    return rows
+
+
+def _surefire_failures(reports: Path) -> list[str]:
+    failed = []
+    for xml in sorted(reports.glob("TEST-*.xml")):
+        for case in ET.parse(xml).getroot().iter("testcase"):
+            if case.find("failure") is not None or case.find("error") is not None:
+                failed.append(f"{case.get('classname', '').rpartition('.')[2]}.{case.get('name')}")
+    return failed
+
+
+# --- the table ------------------------------------------------------------------------------------------------
+def table(rows: list[Row]) -> str:
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    lines = ["| mutant | where | change | status | killed by |", "|---|---|---|---|---|"]
+    lines += [f"| {r.id} | {cell(r.where)} | {cell(r.change)} | {r.status} | {cell(r.killer)} |" for r in rows]
+    return "\n".join(lines)
+
+
+def summary(rows: list[Row]) -> str:
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    return ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+
+
+def write_doc(rows: list[Row], seconds: float) -> None:
+    tool = settings()
+    DOC.write_text(
+        "# Mutation testing of the core logic\n\n"
+        "Generated by `.venv/bin/python scripts/mutation.py` (issue 28); do not edit by hand. mutmut "
+        f"{_mutmut_version()} mutates the functions listed in `pyproject.toml` (`[tool.lineage-lab.mutation]`) and "
+        "runs their fast unit tests against each mutant; J-rows are the scripted mutations of the valid-order rule "
+        "(`OrderRule.java`, in a temporary copy of the Maven module, its JUnit tests run by `mvn -o test`). "
+        "*killed by* is the first of the mutant's covering tests (fastest first) that fails on its own with the "
+        "mutant active (a JUnit test for a J-row). `scripts/test.sh` runs the `fast` subset "
+        f"(`{len(tool['lineage-lab']['mutation']['fast'])}` functions + {len(JAVA_FAST)} Java mutants) and fails on a "
+        "survivor.\n\n"
+        "Equivalent mutants (no test can tell them apart) are excluded in the source with "
+        "`# pragma: no mutate` and the reason, on the line.\n\n"
+        f"{len(rows)} mutants: {summary(rows)} (in {seconds:.0f} s).\n\n{table(rows)}\n"
+    )
+
+
+def _mutmut_version() -> str:
+    from importlib.metadata import version
+
+    return version("mutmut")
+
+
+def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "--_mutmut":
+        return _mutmut_run(sys.argv[2:])
+    if len(sys.argv) > 1 and sys.argv[1] == "--_killers":
+        return _killer_search(sys.argv[2], sys.argv[3], sys.argv[5:])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--fast", action="store_true", help="only the `fast` subset (CI); the doc is not written")
+    parser.add_argument("--no-java", action="store_true", help="leave the Java mutants out")
+    args = parser.parse_args()
+    tool = settings()
+    listed = tool["lineage-lab"]["mutation"]
+    functions = listed["fast"] if args.fast else listed["functions"]
+    unknown = sorted(set(functions) - set(listed["functions"]))
+    if unknown:
+        raise SystemExit(f"fast lists functions that `functions` does not: {unknown}")
+    pytest_args = list(tool["mutmut"].get("pytest_add_cli_args", []))
+    test_files = list(tool["mutmut"]["pytest_add_cli_args_test_selection"])
+    start = time.monotonic()
+    rows = python_rows(functions, test_files, pytest_args)
+    if not args.no_java:
+        java = tuple(m for m in JAVA_MUTANTS if m.id in JAVA_FAST) if args.fast else JAVA_MUTANTS
+        rows += java_rows(java, only_rule_test=args.fast)
+    seconds = time.monotonic() - start
+    print(table(rows))
+    print(f"\n{len(rows)} mutants: {summary(rows)} in {seconds:.0f} s")
+    if not args.fast and not args.no_java:
+        write_doc(rows, seconds)
+        print(f"written to {DOC.relative_to(ROOT)}")
+    survivors = [r for r in rows if r.status not in ("killed", "timeout")]
+    for r in survivors:
+        print(f"NOT KILLED: {r.id} {r.where} {r.change} ({r.status})", file=sys.stderr)
+    return 1 if survivors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
