@@ -1,6 +1,8 @@
 """Orders with yesterday's and today's bid_time go the real way (Postgres -> Debezium -> Kafka -> iceberg-ingestion
 -> Iceberg): the supplier_stats sensor then requests exactly those two days, once; a tick without a new snapshot
-requests nothing, and a restarted Dagster (the same stored cursor) requests nothing twice."""
+requests nothing, and a restarted Dagster (the same stored cursor) requests nothing twice. Where nothing is requested,
+the tick says why (its skip message); with the catalog unreachable the tick fails instead of skipping, so Dagster
+keeps the cursor."""
 
 from __future__ import annotations
 
@@ -16,8 +18,9 @@ from pyiceberg.expressions import In
 from lineage_assets.definitions import defs
 from lineage_assets.main_jobs import STREAMING
 from lineage_assets.metadata import asset_key
+from lineage_assets.resources import IcebergResource
 from lineage_assets.source.orders import ensure_table
-from lineage_assets.spark.new_orders_sensor import build_supplier_stats_partition_sensor
+from lineage_assets.spark.new_orders_sensor import CatalogUnavailable, build_supplier_stats_partition_sensor
 from tests.service.lineage_assets.conftest import wait_until_quiet
 
 
@@ -31,11 +34,32 @@ def deployed(pipeline):
     assert result.success
 
 
-def tick(sensor, instance, cursor: str | None):
-    """One evaluation as the daemon runs it: the run requests and the cursor Dagster stores afterwards."""
-    with dg.build_sensor_context(instance=instance, cursor=cursor, resources=defs.resources, definitions=defs) as ctx:
+def tick(sensor, instance, cursor: str | None, resources=None):
+    """One evaluation as the daemon runs it: the run requests, the cursor Dagster stores afterwards and the skip
+    message (None when it requested runs)."""
+    with dg.build_sensor_context(
+        instance=instance, cursor=cursor, resources=resources or defs.resources, definitions=defs
+    ) as ctx:
         result = sensor.evaluate_tick(ctx)
-    return list(result.run_requests or []), result.cursor or cursor
+    return list(result.run_requests or []), result.cursor or cursor, result.skip_message
+
+
+def test_an_unreachable_catalog_fails_the_tick_instead_of_skipping(pipeline):
+    sensor = build_supplier_stats_partition_sensor(pipeline, name="test_new_orders_sensor_no_catalog")
+    key = asset_key(pipeline.dataset("iceberg_orders"))
+    live = defs.resources["iceberg"]
+    nowhere = IcebergResource(
+        uri="http://127.0.0.1:9",  # the discard port: nothing listens
+        s3_endpoint=live.s3_endpoint,
+        access_key_id=live.access_key_id,
+        secret_access_key=live.secret_access_key,
+        region=live.region,
+    )
+    with dg.DagsterInstance.ephemeral() as instance:
+        reported = dg.AssetMaterialization(asset_key=key, metadata={"iceberg/snapshot_id": "1"})
+        instance.report_runless_asset_event(reported)
+        with pytest.raises(CatalogUnavailable, match=r"the Iceberg catalog at http://127\.0\.0\.1:9 did not answer"):
+            tick(sensor, instance, None, resources={**defs.resources, "iceberg": nowhere})
 
 
 def test_new_orders_request_exactly_their_days_once(settings, pipeline, deployed):
@@ -52,10 +76,14 @@ def test_new_orders_request_exactly_their_days_once(settings, pipeline, deployed
             instance.report_runless_asset_event(
                 dg.AssetMaterialization(asset_key=key, metadata={"iceberg/snapshot_id": snapshot_id})
             )
+            return snapshot_id
 
-        flink_sensor_reports_a_snapshot()
-        requests, cursor = tick(sensor, instance, None)
+        watched = flink_sensor_reports_a_snapshot()
+        requests, cursor, skipped = tick(sensor, instance, None)
         assert requests == [], "the first tick starts watching from the current snapshot"
+        assert skipped == (
+            f"watching default.orders from snapshot {watched} on; backfill earlier days from the asset's page"
+        )
 
         now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
         today, yesterday = now.date(), (now - dt.timedelta(days=1)).date()
@@ -85,20 +113,28 @@ def test_new_orders_request_exactly_their_days_once(settings, pipeline, deployed
         assert set(arrow.column("price").to_pylist()) == {Decimal("12.50")}
 
         flink_sensor_reports_a_snapshot()
-        requests, cursor = tick(sensor, instance, cursor)
+        requests, cursor, skipped = tick(sensor, instance, cursor)
+        assert skipped is None
         assert sorted(r.partition_key for r in requests) == [yesterday.isoformat(), today.isoformat()]
         assert sensor.job_name == "supplier_stats_days_job"
         days_job = defs.resolve_job_def(sensor.job_name)
         assert days_job.asset_layer.executable_asset_keys == {dg.AssetKey(["iceberg", "default", "supplier_stats"])}
         assert len({r.run_key for r in requests}) == 2
 
-        assert tick(sensor, instance, cursor)[0] == [], "no new materialization: nothing requested"
-        flink_sensor_reports_a_snapshot()  # a materialization without a new snapshot
-        requests, cursor = tick(sensor, instance, cursor)
+        requests, _, skipped = tick(sensor, instance, cursor)
+        assert requests == [], "no new materialization: nothing requested"
+        assert skipped == "No new materialization events found for asset key AssetKey(['iceberg', 'default', 'orders'])"
+        handled = flink_sensor_reports_a_snapshot()  # a materialization without a new snapshot
+        requests, cursor, skipped = tick(sensor, instance, cursor)
         assert requests == [], "no new snapshot: nothing requested"
+        assert skipped == "0 new snapshot(s), no day to recompute"
 
-    # a restarted Dagster: a new instance, the sensor's stored cursor, a fresh report of the same snapshot
+    # a restarted Dagster: a new instance, the sensor's stored cursor, a fresh report of the snapshot handled last
     with dg.DagsterInstance.ephemeral() as restarted:
-        restarted.report_runless_asset_event(dg.AssetMaterialization(asset_key=key))
-        requests, _ = tick(sensor, restarted, cursor)
+        restarted.report_runless_asset_event(
+            dg.AssetMaterialization(asset_key=key, metadata={"iceberg/snapshot_id": handled})
+        )
+        requests, _, skipped = tick(sensor, restarted, cursor)
         assert requests == [], "after a restart nothing is requested twice"
+        # the stored cursor is past the restarted instance's new record: Dagster hands the sensor nothing
+        assert skipped == "No new materialization events found for asset key AssetKey(['iceberg', 'default', 'orders'])"
