@@ -229,7 +229,7 @@ def python_rows(functions: list[str], test_files: list[str], pytest_args: list[s
     for name, (path, mangled, code) in sorted(results.items(), key=lambda kv: _natural(kv[0])):
         status = status_of(code)
         module, _, function = mangled.rpartition(".")
-        function = function.removeprefix("x_").replace("ǁ", ".").strip(".")
+        function = function.removeprefix("x_").removeprefix("xǁ").replace("ǁ", ".")
         killer = killers.get(name, "")
         if status == "killed" and not killer:
             killer = "(the tests fail together, none alone)"
