@@ -87,9 +87,10 @@ def days_of(summary: dict[str, str]) -> set[str]:
     }
 
 
-def test_a_snapshot_that_touches_two_days_gives_one_run_per_day_once(settings, stack_instance):
+def test_a_snapshot_that_touches_two_days_gives_one_run_per_day_once(settings, stack_instance, pipeline_ran):
     """Orders of yesterday and today through the real path; the stack's daemon (flink_job_sensor reporting the
-    snapshot, then the asset sensor) launches one supplier_stats run per day the new snapshots changed, once."""
+    snapshot, then the asset sensor) launches one supplier_stats run per day the new snapshots changed, once. After
+    the main run: the pipeline is deployed through the stack's instance and the sensor has its cursor."""
     assert graphql(settings, SENSOR_QUERY, name=SENSOR)["sensorOrError"]["sensorState"]["status"] == "RUNNING"
     table = load_catalog(settings).load_table("default.orders")
     before = table.current_snapshot()
@@ -158,7 +159,7 @@ def test_a_snapshot_that_touches_two_days_gives_one_run_per_day_once(settings, s
         assert sorted(keyed) == sorted(expected) and len(keyed) == 2
 
 
-def test_every_streaming_asset_has_check_results_for_its_latest_materialization(settings):
+def test_every_streaming_asset_has_check_results_for_its_latest_materialization(settings, pipeline_ran):
     """The sensors evaluate the checks of what they materialize in the same tick, the schedule the rest: the asset
     page never shows a check as not executed for the latest materialization for long."""
     deadline = time.monotonic() + 420
@@ -178,7 +179,7 @@ def test_every_streaming_asset_has_check_results_for_its_latest_materialization(
     assert not missing, f"checks without a result for the latest materialization: {missing}"
 
 
-def test_the_ui_shows_the_asset_sensor_and_the_latest_checks(settings, browser):
+def test_the_ui_shows_the_asset_sensor_and_the_latest_checks(settings, browser, pipeline_ran):
     """The sensor page names its monitored asset; the Iceberg orders page lists every check with a result, the
     one shown evaluated by the sensor tick that recorded the latest materialization. Screenshots kept."""
     base = f"http://{settings.host}:{settings.dagster_port}"
