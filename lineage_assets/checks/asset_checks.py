@@ -45,7 +45,11 @@ class EngineNow:
 
 
 def engine_now(
-    instance: dg.DagsterInstance, key: dg.AssetKey, job: Job | None, flink: FlinkClient, connect: ConnectClient
+    instance: dg.DagsterInstance,
+    key: dg.AssetKey,
+    job: Job | None,
+    flink: FlinkClient | None,
+    connect: ConnectClient | None,
 ) -> EngineNow:
     """The producing engine's state now, asked from the engine itself: the current Flink job of that name (GONE
     when the cluster or the job is gone), or the Connect connector's state (DELETED when it is gone); None for
@@ -53,6 +57,8 @@ def engine_now(
     if job is None:
         return EngineNow(None)
     if job.integration == "FLINK":
+        if flink is None:
+            return EngineNow(None, what="no Flink client was given to ask")
         try:
             current = flink.current(job.name)
         except FlinkError:
@@ -62,6 +68,8 @@ def engine_now(
         run_id = flink_run_id(job, current.jid, current.start_time_ms) if current.state in ACTIVE else None
         return EngineNow(current.state, run_id, f"Flink job {current.jid}")
     if job.integration == "KAFKA_CONNECT":
+        if connect is None:
+            return EngineNow(None, what="no Kafka Connect client was given to ask")
         try:
             status = connect.status(job.name)
         except ConnectError:

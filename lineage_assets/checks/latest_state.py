@@ -24,7 +24,7 @@ from lineage_assets.resources import ConnectResource, FlinkResource, LineageReso
 
 #: what a sensor calls with the assets it materialized this tick: their check evaluations, to report after them
 LatestStateChecks = Callable[
-    [dg.DagsterInstance, str, Sequence[dg.AssetKey], LineageResource, FlinkResource, ConnectResource],
+    [dg.DagsterInstance, str, Sequence[dg.AssetKey], LineageResource, FlinkResource | None, ConnectResource | None],
     list[dg.AssetCheckEvaluation],
 ]
 
@@ -52,14 +52,16 @@ def build_latest_state_checks(pipeline: Pipeline, settings: StackSettings) -> La
         sensor: str,
         keys: Sequence[dg.AssetKey],
         lineage: LineageResource,
-        flink: FlinkResource,
-        connect: ConnectResource,
+        flink: FlinkResource | None,
+        connect: ConnectResource | None,
     ) -> list[dg.AssetCheckEvaluation]:
+        """``flink`` / ``connect``: the engine the sensor follows (the other one produces none of its assets)."""
         if not keys:
             return []
         evaluated_by = f"sensor {sensor}, with the materialization it recorded"
         graph = read_graph(lineage, pipeline)
-        flink_client, connect_client = flink.client(settings), connect.client()
+        flink_client = flink.client(settings) if flink is not None else None
+        connect_client = connect.client() if connect is not None else None
         evaluations: list[dg.AssetCheckEvaluation] = []
         for key in keys:
             ds = datasets[key]
@@ -68,7 +70,7 @@ def build_latest_state_checks(pipeline: Pipeline, settings: StackSettings) -> La
                 as_evaluation(result, key, evaluated_by)
                 for result in lineage_results(lineage, ds, pipeline, engine, graph)
             ]
-            if key in drift:
+            if key in drift and flink_client is not None:
                 name, spec = drift[key]
                 evaluations.append(as_evaluation(version_result(flink_client, name, spec), key, evaluated_by, CHECK))
         return evaluations

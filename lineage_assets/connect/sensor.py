@@ -23,13 +23,7 @@ from lineage_assets.lineage.marquez import MarquezError
 from lineage_assets.lineage.observed import observed_event_builder
 from lineage_assets.lineage.open_runs import open_runs, run_closed
 from lineage_assets.metadata import asset_key
-from lineage_assets.resources import (
-    ConnectResource,
-    FlinkResource,
-    KafkaResource,
-    LineageResource,
-    ObjectStoreResource,
-)
+from lineage_assets.resources import ConnectResource, KafkaResource, LineageResource, ObjectStoreResource
 
 if TYPE_CHECKING:  # the checks are handed in by definitions.py: this module does not import them
     from lineage_assets.checks.latest_state import LatestStateChecks
@@ -67,7 +61,6 @@ def build_connector_sensor(
         kafka: KafkaResource,
         object_store: ObjectStoreResource,
         lineage: LineageResource,
-        flink: FlinkResource,
     ) -> dg.SensorResult | dg.SkipReason:
         client = connect.client()
         try:
@@ -202,7 +195,7 @@ def build_connector_sensor(
             facts = next(o.metadata for o in observations if o.asset_key == archive_key)
             observations.append(dg.AssetMaterialization(asset_key=archive_key, metadata={**facts, REASON: reason}))
             if latest_checks is not None:
-                observations += latest_checks(context.instance, name, [archive_key], lineage, flink, connect)
+                observations += latest_checks(context.instance, name, [archive_key], lineage, None, connect)
         cursor[ARCHIVE_CURSOR] = objects
         return dg.SensorResult(asset_events=observations, cursor=json.dumps(cursor))
 

@@ -33,7 +33,7 @@ from lineage_assets.lineage.marquez import MarquezError
 from lineage_assets.lineage.observed import observed_event_builder
 from lineage_assets.lineage.open_runs import open_runs, run_facet
 from lineage_assets.metadata import asset_key
-from lineage_assets.resources import ConnectResource, FlinkResource, IcebergResource, KafkaResource, LineageResource
+from lineage_assets.resources import FlinkResource, IcebergResource, KafkaResource, LineageResource
 
 if TYPE_CHECKING:  # the checks are handed in by definitions.py: this module does not import them
     from lineage_assets.checks.latest_state import LatestStateChecks
@@ -117,7 +117,6 @@ def build_flink_job_sensor(
         kafka: KafkaResource,
         lineage: LineageResource,
         flink: FlinkResource,
-        connect: ConnectResource,
     ) -> dg.SensorResult | dg.SkipReason:
         cursor = json.loads(context.cursor) if context.cursor else {}
         client = flink.client(settings)
@@ -251,7 +250,7 @@ def build_flink_job_sensor(
             return dg.SkipReason(f"no Flink job of these names on {client.url}: {', '.join(absent)}")
         if latest_checks is not None:
             materialized = [e.asset_key for e in events if isinstance(e, dg.AssetMaterialization)]
-            events += latest_checks(context.instance, "flink_job_sensor", materialized, lineage, flink, connect)
+            events += latest_checks(context.instance, "flink_job_sensor", materialized, lineage, flink, None)
         return dg.SensorResult(asset_events=events, cursor=json.dumps(cursor))
 
     return flink_job_sensor
