@@ -58,6 +58,11 @@ class Dataset:
         return f"dataset:{self.namespace}:{self.name}"
 
     @property
+    def qualified_name(self) -> str:
+        """``namespace/name``: how reports (e.g. ``lineage-lab reconcile --json``) name the dataset in one string."""
+        return f"{self.namespace}/{self.name}"
+
+    @property
     def column_names(self) -> tuple[str, ...]:
         return tuple(c.name for c in self.columns)
 

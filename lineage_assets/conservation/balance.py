@@ -1,0 +1,131 @@
+"""One hop's balance: what came in, what went out, what was dead-lettered or is still pending, and the rest.
+
+Pure arithmetic, so that every reader of a store (Kafka, Iceberg, the archive, Flink) only has to produce counts.
+``missing`` and ``duplicates`` are what the counts cannot explain: ``in - out - dead_letters - pending`` below or
+above zero. Counts of one cut can hide a loss behind a duplicate of the same size; the per-key audit (``--deep``)
+is there for that.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+Status = Literal["balanced", "pending", "missing", "duplicates", "unknown"]
+
+
+@dataclass(frozen=True)
+class OtherWriter:
+    """A change to a hop's output made by something other than its job: ``rows`` added (>0) or removed (<0)."""
+
+    output: str  # dataset as namespace/name
+    what: str  # the snapshot, object or producer that did it, as a person can look it up
+    rows: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"output": self.output, "what": self.what, "rows": self.rows}
+
+
+@dataclass(frozen=True)
+class HopBalance:
+    """The reconciliation of one hop over ``range`` (the offsets, snapshot or windows the figures cover).
+
+    ``out`` counts what the outputs hold of this hop's data (other writers' changes included: a deleted row is
+    missing whoever deleted it); ``other_writers`` names those changes. ``unknown`` says why a figure could not be
+    read (endpoint and what to do): then nothing is concluded, never a false balance.
+    """
+
+    job: str
+    input: str
+    outputs: tuple[str, ...]
+    in_: int | None = None
+    out: int | None = None
+    dead_letters: int | None = None
+    pending: int | None = None
+    range: dict[str, Any] = field(default_factory=dict)
+    other_writers: tuple[OtherWriter, ...] = ()
+    #: epoch seconds of the oldest record still pending (None when nothing is pending or it is not known)
+    pending_since: float | None = None
+    unknown: str = ""
+    #: what the figures mean for this hop, one line each (shown with the check)
+    notes: tuple[str, ...] = ()
+
+    @property
+    def known(self) -> bool:
+        return not self.unknown and None not in (self.in_, self.out, self.dead_letters, self.pending)
+
+    @property
+    def difference(self) -> int | None:
+        """in - (out + dead letters + pending): >0 lost, <0 doubled; None when a figure is unknown."""
+        if not self.known:
+            return None
+        return self.in_ - self.out - self.dead_letters - self.pending  # type: ignore[operator]
+
+    @property
+    def missing(self) -> int | None:
+        d = self.difference
+        return None if d is None else max(d, 0)
+
+    @property
+    def duplicates(self) -> int | None:
+        d = self.difference
+        return None if d is None else max(-d, 0)
+
+    @property
+    def status(self) -> Status:
+        d = self.difference
+        if d is None:
+            return "unknown"
+        if d > 0:
+            return "missing"
+        if d < 0:
+            return "duplicates"
+        return "pending" if self.pending else "balanced"
+
+    @property
+    def lost_or_doubled(self) -> bool:
+        return self.status in ("missing", "duplicates")
+
+    def pending_age(self, now: float) -> float | None:
+        if not self.pending or self.pending_since is None:
+            return None
+        return max(now - self.pending_since, 0.0)
+
+    def unknown_because(self, why: str) -> HopBalance:
+        return replace(self, unknown=why)
+
+    def summary(self) -> str:
+        """One line a person reads first."""
+        head = f"{self.job}: {self.input} -> {', '.join(self.outputs)}"
+        if self.status == "unknown":
+            return f"{head}: unknown: {self.unknown or 'a figure could not be read'}"
+        figures = (
+            f"in {self.in_}, out {self.out}, dead letters {self.dead_letters}, pending {self.pending}, "
+            f"missing {self.missing}, duplicates {self.duplicates}"
+        )
+        named = "; ".join(f"{w.what}: {w.rows:+d} rows in {w.output}" for w in self.other_writers)
+        return f"{head}: {self.status}: {figures}" + (f"; other writers: {named}" if named else "")
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON shape of ``lineage-lab reconcile --json``, one object per hop."""
+        return {
+            "job": self.job,
+            "input": self.input,
+            "outputs": list(self.outputs),
+            "in": self.in_,
+            "out": self.out,
+            "dead_letters": self.dead_letters,
+            "pending": self.pending,
+            "missing": self.missing,
+            "duplicates": self.duplicates,
+            "range": self.range,
+            "status": self.status,
+            "other_writers": [w.as_dict() for w in self.other_writers],
+            "pending_since": self.pending_since,
+            "unknown": self.unknown or None,
+            "notes": list(self.notes),
+        }
+
+
+class StoreUnavailable(RuntimeError):
+    """A store a hop is counted from did not answer; the message names the endpoint and what to do."""

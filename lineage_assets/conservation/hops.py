@@ -1,0 +1,39 @@
+"""The hops to reconcile, derived from the identity module's jobs: each job that reads one dataset and writes
+others is a hop from its input to its data outputs, with its dead-letter topic apart (what it refused on purpose).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lineage_assets.lineage.identity import DEAD_LETTER_TOPICS, Dataset, Job, Pipeline
+
+
+@dataclass(frozen=True)
+class Hop:
+    job: Job
+    input: Dataset
+    outputs: tuple[Dataset, ...]
+    dead_letters: Dataset | None
+
+    @property
+    def output(self) -> Dataset:
+        """The output whose asset carries the hop's ``conservation`` check."""
+        return self.outputs[0]
+
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        named = [d.qualified_name for d in self.outputs]
+        return tuple(named + ([self.dead_letters.qualified_name] if self.dead_letters else []))
+
+
+def hops(pipeline: Pipeline) -> dict[str, Hop]:
+    """job name -> its hop, in the pipeline's order (the data flow)."""
+    found: dict[str, Hop] = {}
+    for job in pipeline.jobs.values():
+        if len(job.inputs) != 1 or not job.outputs:
+            continue
+        dead = pipeline.dead_letter_dataset(job.name) if job.name in DEAD_LETTER_TOPICS else None
+        outputs = tuple(pipeline.dataset(k) for k in job.outputs if dead is None or k != dead.key)
+        found[job.name] = Hop(job, pipeline.dataset(job.inputs[0]), outputs, dead)
+    return found

@@ -1,0 +1,202 @@
+"""How many committed records a Kafka partition holds below an offset, counted once and remembered.
+
+Offsets are not counts: transactional writers (the Flink jobs' exactly-once sinks, a hostile producer's aborted
+transaction) leave control records and aborted records between committed ones. So records are counted by reading
+them read-committed, and the count below each offset reached is kept as a mark (``CountStore``). A later count
+resumes from the nearest mark: each run reads only what arrived since, and the figures stay exact after retention
+deletes old segments (the marks remember what was counted before).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+
+from lineage_assets.conservation.balance import StoreUnavailable
+from lineage_assets.conservation.store import CountStore
+from lineage_assets.kafka.connection import KafkaConnection
+
+#: seconds without a record or the end of the partition before the broker counts as not answering
+_STALL_S = 15.0
+_BATCH = 5000
+
+
+@dataclass(frozen=True)
+class PartitionCount:
+    partition: int
+    start: int  # the first offset the count covers (the log start when counting began)
+    upto: int  # records at offsets below this are counted
+    records: int
+    #: offsets below this were deleted by retention before the first count (0: none; equal to ``start``)
+    uncounted_before: int = 0
+
+
+class KafkaCounter:
+    def __init__(self, connection: KafkaConnection, store: CountStore, timeout: float = 10.0) -> None:
+        self.connection = connection
+        self.store = store
+        self.timeout = timeout
+
+    def _consumer(self) -> Consumer:
+        return Consumer(
+            self.connection.client_config(
+                **{
+                    "group.id": f"lineage-lab-reconcile-{uuid.uuid4().hex[:8]}",
+                    "enable.auto.commit": False,
+                    "enable.partition.eof": True,
+                    "isolation.level": "read_committed",
+                    "auto.offset.reset": "earliest",
+                }
+            )
+        )
+
+    def _unavailable(self, what: str, exc: Exception | str) -> StoreUnavailable:
+        return StoreUnavailable(
+            f"Kafka at {self.connection.bootstrap} did not answer while {what} ({exc}); start the broker "
+            "(`lineage-lab stack up kafka`) or point LINEAGE_LAB_EXTERNAL_KAFKA at the cluster, then reconcile again"
+        )
+
+    def offsets(self, topic: str) -> dict[int, tuple[int, int]]:
+        """partition -> (log start, last stable offset): the committed range a read-committed reader sees now."""
+        consumer = self._consumer()
+        try:
+            meta = consumer.list_topics(topic, timeout=self.timeout).topics.get(topic)
+            if meta is None or meta.error is not None:
+                raise StoreUnavailable(
+                    f"Kafka at {self.connection.bootstrap} has no topic {topic!r}"
+                    + (f" ({meta.error})" if meta is not None else "")
+                    + "; deploy the pipeline (`lineage-lab pipeline run`) or check LINEAGE_LAB_EXTERNAL_KAFKA"
+                )
+            return {
+                p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=self.timeout, cached=False)
+                for p in sorted(meta.partitions)
+            }
+        except KafkaException as exc:
+            raise self._unavailable(f"reading the offsets of {topic}", exc) from exc
+        finally:
+            consumer.close()
+
+    def committed(self, topic: str, group: str, partitions: list[int]) -> dict[int, int]:
+        """partition -> the consumer group's committed offset (-1: none)."""
+        consumer = Consumer(self.connection.client_config(**{"group.id": group, "enable.auto.commit": False}))
+        try:
+            found = consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=self.timeout)
+        except KafkaException as exc:
+            raise self._unavailable(f"reading group {group}'s offsets on {topic}", exc) from exc
+        finally:
+            consumer.close()
+        return {tp.partition: tp.offset for tp in found}
+
+    def count(self, topic: str, targets: dict[int, list[int]]) -> dict[tuple[int, int], PartitionCount]:
+        """(partition, target offset) -> the committed records below that offset, every target of a partition in
+        one read from the nearest remembered mark."""
+        ranges = self.offsets(topic)
+        found: dict[tuple[int, int], PartitionCount] = {}
+        for partition, wanted in targets.items():
+            if partition not in ranges:
+                raise StoreUnavailable(f"topic {topic!r} has no partition {partition} on {self.connection.bootstrap}")
+            log_start, end = ranges[partition]
+            for target, counted in self._count_partition(topic, partition, sorted(set(wanted)), log_start, end):
+                found[(partition, target)] = counted
+        return found
+
+    def _count_partition(
+        self, topic: str, partition: int, targets: list[int], log_start: int, end: int
+    ) -> list[tuple[int, PartitionCount]]:
+        first = self.store.first_mark(topic, partition)
+        if first is None:
+            # the first count of this partition begins at its log start; anything below was deleted uncounted
+            first = (log_start, 0)
+            self.store.add_marks(topic, partition, [first])
+        origin = first[0]
+        clipped = {t: min(max(t, origin), end) for t in targets}
+        start, records = self.store.mark_below(topic, partition, min(clipped.values())) or first
+        if start < log_start:
+            raise StoreUnavailable(
+                f"{topic}[{partition}]: retention deleted offsets {start}..{log_start - 1} before they were counted "
+                f"up to {min(clipped.values())}; run reconcile more often than the topic's retention deletes, or "
+                "increase its retention.ms"
+            )
+        wanted = sorted(set(clipped.values()))
+        reached: dict[int, tuple[int, int]] = {}
+        if wanted[-1] > start:
+            consumer = self._consumer()
+            try:
+                consumer.assign([TopicPartition(topic, partition, start)])
+                for target, at, counted in self._read(consumer, topic, partition, start, records, wanted):
+                    reached[target] = (at, counted)
+            finally:
+                consumer.close()
+            self.store.add_marks(topic, partition, sorted(set(reached.values())))
+        for target in wanted:
+            if target not in reached:  # at or below the mark read from: the mark itself, or a mark of its own
+                reached[target] = self.store.mark_below(topic, partition, target) or first
+        return [
+            (t, PartitionCount(partition, origin, reached[c][0], reached[c][1], uncounted_before=origin))
+            for t, c in clipped.items()
+        ]
+
+    def _read(self, consumer: Consumer, topic: str, partition: int, position: int, records: int, targets: list[int]):
+        """Yield (target, offset counted up to, records below it) for each target above ``position``, reading from
+        ``position`` (whose records below are ``records``); targets past the end stop at the end."""
+        targets = [t for t in targets if t > position]
+        while targets:
+            batch = consumer.consume(_BATCH, timeout=_STALL_S)
+            if not batch:
+                raise self._unavailable(f"reading {topic}[{partition}] from offset {position}", "no data, no end")
+            for msg in batch:
+                err = msg.error()
+                if err is not None and err.code() == KafkaError._PARTITION_EOF:
+                    end = msg.offset()
+                    for t in targets:
+                        yield t, min(t, end), records
+                    return
+                if err is not None:
+                    raise self._unavailable(f"reading {topic}[{partition}]", err)
+                while targets and msg.offset() >= targets[0]:
+                    yield targets[0], targets[0], records
+                    targets.pop(0)
+                if not targets:
+                    return
+                records += 1
+                position = msg.offset() + 1
+        return
+
+    def scan(self, name: str, topic: str, handle: Callable[[Message], None]) -> dict[int, int]:
+        """Hand every committed record of ``topic`` not handed before under ``name`` to ``handle``, up to the end
+        now; returns partition -> the offset scanned up to. The position is saved after ``handle`` saw the batch."""
+        reached: dict[int, int] = {}
+        for partition, (log_start, end) in self.offsets(topic).items():
+            position = self.store.scan_position(name, topic, partition)
+            position = log_start if position is None else max(position, log_start)
+            if position >= end:
+                reached[partition] = position
+                continue
+            consumer = self._consumer()
+            try:
+                consumer.assign([TopicPartition(topic, partition, position)])
+                done = False
+                while not done:
+                    batch = consumer.consume(_BATCH, timeout=_STALL_S)
+                    if not batch:
+                        raise self._unavailable(f"reading {topic}[{partition}] from offset {position}", "no data")
+                    for msg in batch:
+                        err = msg.error()
+                        if err is not None and err.code() == KafkaError._PARTITION_EOF:
+                            position, done = max(msg.offset(), position), True
+                            break
+                        if err is not None:
+                            raise self._unavailable(f"reading {topic}[{partition}]", err)
+                        handle(msg)
+                        position = msg.offset() + 1
+                        if position >= end:
+                            done = True
+                            break
+            finally:
+                consumer.close()
+            self.store.set_scan_position(name, topic, partition, position)
+            reached[partition] = position
+        return reached

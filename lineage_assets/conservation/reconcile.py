@@ -1,0 +1,57 @@
+"""Reconcile every hop of the pipeline: each hop's reader (one module per kind of store) produces its counts, and
+a hop that looks lost or doubled while its job runs is read again at the next cut before it is reported (a job
+commits its outputs and its input offsets in two steps, so one look can fall between them)."""
+
+from __future__ import annotations
+
+import importlib
+import time
+from collections.abc import Callable
+
+from lineage_assets.conservation.balance import HopBalance, StoreUnavailable
+from lineage_assets.conservation.hops import Hop, hops
+from lineage_assets.conservation.stores import Stores
+from lineage_assets.lineage.identity import SPARK_SUPPLIER_STATS_JOB
+
+#: job -> the module that reads its hop (``balance(hop, stores) -> HopBalance``)
+READERS = {
+    "orders-source": "lineage_assets.conservation.orders_source",
+    "orders-s3-sink": "lineage_assets.conservation.archive",
+    "supplier-stats": "lineage_assets.conservation.supplier_windows",
+    "iceberg-ingestion": "lineage_assets.conservation.iceberg_ingestion",
+    SPARK_SUPPLIER_STATS_JOB: "lineage_assets.conservation.spark_days",
+}
+#: seconds to wait before reading a streaming hop again when one look shows a loss or duplicates (two checkpoints
+#: of the Flink jobs, one flush of the sink)
+CONFIRM_AFTER_S = 25.0
+
+Reader = Callable[[Hop, Stores], HopBalance]
+
+
+def reader(job: str) -> Reader:
+    return importlib.import_module(READERS[job]).balance
+
+
+def balance_of(hop: Hop, stores: Stores) -> HopBalance:
+    """The hop's balance, or an unknown one saying which store did not answer and what to do."""
+    try:
+        return reader(hop.job.name)(hop, stores)
+    except StoreUnavailable as exc:
+        return HopBalance(hop.job.name, hop.input.qualified_name, hop.output_names, unknown=str(exc))
+
+
+def reconcile(
+    stores: Stores,
+    jobs: list[str] | None = None,
+    confirm_after_s: float = CONFIRM_AFTER_S,
+    sleep: Callable[[float], None] = time.sleep,
+) -> list[HopBalance]:
+    """Every hop's balance (or those of ``jobs``), in the order of the data flow."""
+    chosen = [h for name, h in hops(stores.pipeline).items() if name in READERS and (not jobs or name in jobs)]
+    found = [balance_of(h, stores) for h in chosen]
+    doubtful = [i for i, b in enumerate(found) if b.lost_or_doubled and chosen[i].job.processing_type == "STREAMING"]
+    if doubtful and confirm_after_s > 0:
+        sleep(confirm_after_s)
+        for i in doubtful:
+            found[i] = balance_of(chosen[i], stores)
+    return found

@@ -1,0 +1,57 @@
+"""The stores a reconciliation reads, built from the same Dagster resources the assets use (so a deployment that
+points a resource elsewhere is reconciled there too), each client made once and only when a hop needs it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from infra.settings import StackSettings
+from lineage_assets.conservation.kafka_counts import KafkaCounter
+from lineage_assets.conservation.store import CountStore
+from lineage_assets.lineage.identity import Pipeline
+
+
+def count_store_path(settings: StackSettings):
+    return settings.data_dir / "conservation" / "counts.sqlite"
+
+
+@dataclass
+class Stores:
+    """``resources``: name -> initialized resource (``kafka``, ``iceberg``, ``object_store``, ``flink``,
+    ``connect``, ``source_db``), as Dagster hands them to a check or ``dg.build_resources`` yields them."""
+
+    settings: StackSettings
+    pipeline: Pipeline
+    resources: Any
+    #: per-key audit over the chosen range (``reconcile --deep``) instead of counts alone
+    deep: bool = False
+    deep_range: dict[str, Any] = field(default_factory=dict)
+
+    @cached_property
+    def counts(self) -> CountStore:
+        return CountStore(count_store_path(self.settings))
+
+    @cached_property
+    def kafka(self) -> KafkaCounter:
+        return KafkaCounter(self.resources.kafka.connection(), self.counts)
+
+    @cached_property
+    def catalog(self):
+        return self.resources.iceberg.catalog()
+
+    @cached_property
+    def s3(self):
+        return self.resources.object_store.client()
+
+    @cached_property
+    def flink(self):
+        return self.resources.flink.client(self.settings)
+
+    @cached_property
+    def connect(self):
+        return self.resources.connect.client()
+
+    def source_db(self):
+        return self.resources.source_db.connect()
