@@ -9,6 +9,7 @@ deletes old segments (the marks remember what was counted before).
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -139,31 +140,43 @@ class KafkaCounter:
             for t, c in clipped.items()
         ]
 
+    def _batches(self, consumer: Consumer, what: str):
+        """Batches of records (and the end-of-partition event) until the caller stops; a broker silent for
+        ``_STALL_S`` raises. Short polls: ``consume`` waits for a full batch or its whole timeout."""
+        quiet_since = time.monotonic()
+        while True:
+            batch = consumer.consume(_BATCH, timeout=0.2)
+            if batch:
+                quiet_since = time.monotonic()
+                yield batch
+            elif time.monotonic() - quiet_since > _STALL_S:
+                raise self._unavailable(what, f"no record and no end of partition in {_STALL_S:.0f} s")
+
     def _read(self, consumer: Consumer, topic: str, partition: int, position: int, records: int, targets: list[int]):
         """Yield (target, offset counted up to, records below it) for each target above ``position``, reading from
         ``position`` (whose records below are ``records``); targets past the end stop at the end."""
         targets = [t for t in targets if t > position]
-        while targets:
-            batch = consumer.consume(_BATCH, timeout=_STALL_S)
-            if not batch:
-                raise self._unavailable(f"reading {topic}[{partition}] from offset {position}", "no data, no end")
+        for batch in self._batches(consumer, f"reading {topic}[{partition}] from offset {position}"):
             for msg in batch:
                 err = msg.error()
                 if err is not None and err.code() == KafkaError._PARTITION_EOF:
-                    end = msg.offset()
                     for t in targets:
-                        yield t, min(t, end), records
+                        yield t, min(t, msg.offset()), records
                     return
                 if err is not None:
                     raise self._unavailable(f"reading {topic}[{partition}]", err)
-                while targets and msg.offset() >= targets[0]:
-                    yield targets[0], targets[0], records
-                    targets.pop(0)
+                while targets and msg.offset() >= targets[0]:  # control records led up to this one
+                    t = targets.pop(0)
+                    yield t, t, records
                 if not targets:
                     return
                 records += 1
                 position = msg.offset() + 1
-        return
+                while targets and position >= targets[0]:
+                    t = targets.pop(0)
+                    yield t, t, records
+                if not targets:
+                    return
 
     def scan(self, name: str, topic: str, handle: Callable[[Message], None]) -> dict[int, int]:
         """Hand every committed record of ``topic`` not handed before under ``name`` to ``handle``, up to the end
@@ -178,11 +191,8 @@ class KafkaCounter:
             consumer = self._consumer()
             try:
                 consumer.assign([TopicPartition(topic, partition, position)])
-                done = False
-                while not done:
-                    batch = consumer.consume(_BATCH, timeout=_STALL_S)
-                    if not batch:
-                        raise self._unavailable(f"reading {topic}[{partition}] from offset {position}", "no data")
+                for batch in self._batches(consumer, f"reading {topic}[{partition}] from offset {position}"):
+                    done = False
                     for msg in batch:
                         err = msg.error()
                         if err is not None and err.code() == KafkaError._PARTITION_EOF:
@@ -195,6 +205,8 @@ class KafkaCounter:
                         if position >= end:
                             done = True
                             break
+                    if done:
+                        break
             finally:
                 consumer.close()
             self.store.set_scan_position(name, topic, partition, position)
