@@ -211,6 +211,38 @@ def _impact(args: argparse.Namespace, settings: StackSettings) -> int:
     return 0
 
 
+def _reconcile(args: argparse.Namespace, settings: StackSettings) -> int:
+    import json
+
+    import dagster as dg
+
+    from lineage_assets.checks.conservation import RESOURCE_KEYS
+    from lineage_assets.conservation.reconcile import reconcile
+    from lineage_assets.conservation.stores import Stores
+    from lineage_assets.lineage.identity import Pipeline
+    from lineage_assets.resources import build_resources
+
+    pipeline = Pipeline.from_settings(settings)
+    unknown_jobs = sorted(set(args.job) - set(pipeline.jobs))
+    if unknown_jobs:
+        print(f"error: no job {unknown_jobs}; the pipeline's jobs: {sorted(pipeline.jobs)}", file=sys.stderr)
+        return 2
+    wanted = {k: v for k, v in build_resources(settings).items() if k in RESOURCE_KEYS}
+    with dg.build_resources(wanted) as resources:
+        stores = Stores(settings, pipeline, resources, deep=args.deep, deep_range={"last": args.deep_last})
+        found = reconcile(stores, jobs=args.job or None, confirm_after_s=args.confirm_after)
+    if args.json:
+        print(json.dumps([b.as_dict() for b in found], indent=2, default=str))
+    else:
+        for b in found:
+            print(b.summary())
+            for note in b.notes:
+                print(f"    {note}")
+    if any(b.lost_or_doubled for b in found):
+        return 1
+    return 2 if any(b.status == "unknown" for b in found) else 0
+
+
 def _pipeline(args: argparse.Namespace, settings: StackSettings) -> int:
     from lineage_assets.main_run import PipelineError, run_pipeline
 
@@ -268,6 +300,28 @@ def parser() -> argparse.ArgumentParser:
     imp.add_argument("target", help="a dataset's name, key, asset key or catalog name, optionally .COLUMN")
     imp.add_argument("--depth", type=int, default=20, help="hops Marquez follows (default 20)")
     imp.add_argument("--json", action="store_true", help="machine-readable output")
+
+    rec = sub.add_parser(
+        "reconcile",
+        help="every hop's records accounted for (in = out + dead letters + pending); exit 1 on loss or "
+        "duplication, 2 when a store cannot be read",
+    )
+    rec.add_argument("--json", action="store_true", help="a list of hops: job, input, outputs, in, out, ...")
+    rec.add_argument("--deep", action="store_true", help="also audit record by record (keys) over a chosen range")
+    rec.add_argument(
+        "--deep-last",
+        type=int,
+        default=10_000,
+        help="the range --deep audits: the last N records of each input partition (default 10000)",
+    )
+    rec.add_argument("--job", action="append", default=[], help="only this hop (its job's name); repeatable")
+    rec.add_argument(
+        "--confirm-after",
+        type=float,
+        default=25.0,
+        help="seconds before a streaming hop that "
+        "looks lost or doubled is read again at the next checkpoint (0: report the first look)",
+    )
     return p
 
 
@@ -283,6 +337,7 @@ def main(argv: list[str] | None = None) -> int:
             "verify": _verify,
             "pipeline": _pipeline,
             "impact": _impact,
+            "reconcile": _reconcile,
         }[args.command]
         return handler(args, settings)
     except (ServiceError, artifacts.ArtifactError, SettingsError) as exc:

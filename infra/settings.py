@@ -104,6 +104,9 @@ class StackSettings:
     # minutes after which a streaming output is late in Dagster's freshness status when its job neither wrote new
     # data nor was seen running and caught up with its input
     streaming_fresh_minutes: int = 15
+    # seconds a hop's records may stay pending (read, not yet committed, flushed or emitted) before its
+    # `conservation` check warns
+    conservation_pending_warn_s: int = 600
     # the plausibility window of an order's bid_time around processing time (flink_jobs/valid_order.py): an order
     # outside it is dead-lettered by both Flink jobs instead of moving (or missing) the event-time clock
     order_max_future_s: int = 3600

@@ -6,6 +6,7 @@ import dagster as dg
 
 from infra.settings import StackSettings
 from lineage_assets.checks.asset_checks import build_lineage_checks, build_streaming_checks_schedule
+from lineage_assets.checks.conservation import build_conservation_checks
 from lineage_assets.checks.latest_state import build_latest_state_checks
 from lineage_assets.checks.verify_job import build_verify_job
 from lineage_assets.connect.assets import build_connect_assets
@@ -40,6 +41,7 @@ defs = dg.Definitions(
         *build_lineage_checks(pipeline, settings),
         build_dead_letter_share_check(pipeline, settings),
         *build_version_drift_checks(pipeline, settings),
+        *build_conservation_checks(pipeline, settings),
     ],
     jobs=[generate_orders_job, build_verify_job(settings), *build_main_jobs(pipeline)],
     schedules=[build_streaming_checks_schedule(pipeline), build_finalise_yesterday_schedule(pipeline)],

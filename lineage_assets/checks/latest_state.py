@@ -4,28 +4,38 @@ The sensors record a materialization of a streaming asset every few minutes (new
 on a schedule would evaluate an older one, so the asset page would show its checks as not executed for the latest
 materialization most of the time. Instead the sensor that records a materialization evaluates that asset's checks
 in the same tick and reports them right after it (check evaluations in its ``SensorResult``): the lineage checks
-(a)-(f) against one read of the Marquez graph shared by every asset of the tick, and for a Flink job's output the
-version-drift warning. The cost is bounded: one graph read and one question to the engine per asset, only in ticks
-that record a materialization.
+(a)-(f) against one read of the Marquez graph shared by every asset of the tick, for a Flink job's output the
+version-drift warning, and for a hop's output its ``conservation`` check (one look at the stores, no second look: a
+tick must stay short, so a look that shows records lost or doubled is reported as a warning to confirm, and the
+scheduled check run, which looks twice, fails). The cost is bounded: one graph read, one question to the engine and
+one incremental reconciliation per asset, only in ticks that record a materialization.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
+from types import SimpleNamespace
+from typing import Any
 
 import dagster as dg
 
 from infra.settings import StackSettings
 from lineage_assets.checks.asset_checks import engine_now, lineage_results, read_graph
+from lineage_assets.checks.conservation import CHECK as CONSERVATION
+from lineage_assets.checks.conservation import checked_hops, observation_for, result_for
+from lineage_assets.conservation.reconcile import reconcile
+from lineage_assets.conservation.stores import Stores
 from lineage_assets.flink.version_drift import CHECK, JOBS, version_result
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.metadata import asset_key
-from lineage_assets.resources import ConnectResource, FlinkResource, LineageResource
 
-#: what a sensor calls with the assets it materialized this tick: their check evaluations, to report after them
+#: what a sensor calls with the assets it materialized this tick and its resources by name (``lineage`` and those of
+#: the engine it follows: ``flink``/``connect``, ``kafka``, ``iceberg``, ``object_store``): their check evaluations
+#: (and the conservation figures as observations), to report after them
 LatestStateChecks = Callable[
-    [dg.DagsterInstance, str, Sequence[dg.AssetKey], LineageResource, FlinkResource | None, ConnectResource | None],
-    list[dg.AssetCheckEvaluation],
+    [dg.DagsterInstance, str, Sequence[dg.AssetKey], Mapping[str, Any]],
+    list[dg.AssetCheckEvaluation | dg.AssetObservation],
 ]
 
 
@@ -46,23 +56,21 @@ def as_evaluation(
 def build_latest_state_checks(pipeline: Pipeline, settings: StackSettings) -> LatestStateChecks:
     datasets = {asset_key(ds): ds for ds in pipeline.datasets.values()}
     drift = {asset_key(pipeline.dataset(dataset)): (name, spec) for name, (spec, dataset) in JOBS.items()}
+    hop_of = {asset_key(h.output): h for h in checked_hops(pipeline)}
 
     def evaluate(
-        instance: dg.DagsterInstance,
-        sensor: str,
-        keys: Sequence[dg.AssetKey],
-        lineage: LineageResource,
-        flink: FlinkResource | None,
-        connect: ConnectResource | None,
-    ) -> list[dg.AssetCheckEvaluation]:
-        """``flink`` / ``connect``: the engine the sensor follows (the other one produces none of its assets)."""
+        instance: dg.DagsterInstance, sensor: str, keys: Sequence[dg.AssetKey], resources: Mapping[str, Any]
+    ) -> list[dg.AssetCheckEvaluation | dg.AssetObservation]:
+        """``resources``: the sensor's own (the engine it follows; the other one produces none of its assets)."""
         if not keys:
             return []
         evaluated_by = f"sensor {sensor}, with the materialization it recorded"
+        lineage = resources["lineage"]
+        flink, connect = resources.get("flink"), resources.get("connect")
         graph = read_graph(lineage, pipeline)
         flink_client = flink.client(settings) if flink is not None else None
         connect_client = connect.client() if connect is not None else None
-        evaluations: list[dg.AssetCheckEvaluation] = []
+        evaluations: list[dg.AssetCheckEvaluation | dg.AssetObservation] = []
         for key in keys:
             ds = datasets[key]
             engine = engine_now(instance, key, pipeline.jobs.get(ds.producer), flink_client, connect_client)
@@ -73,6 +81,27 @@ def build_latest_state_checks(pipeline: Pipeline, settings: StackSettings) -> La
             if key in drift and flink_client is not None:
                 name, spec = drift[key]
                 evaluations.append(as_evaluation(version_result(flink_client, name, spec), key, evaluated_by, CHECK))
+            if key in hop_of:
+                evaluations += conservation_events(hop_of[key].job.name, key, resources, evaluated_by)
         return evaluations
+
+    def conservation_events(
+        job: str, key: dg.AssetKey, resources: Mapping[str, Any], evaluated_by: str
+    ) -> list[dg.AssetCheckEvaluation | dg.AssetObservation]:
+        (balance,) = reconcile(Stores(settings, pipeline, SimpleNamespace(**resources)), [job], confirm_after_s=0)
+        result = result_for(balance, key, settings, time.time())
+        if balance.lost_or_doubled:
+            # one look can fall between a job's output commit and its offsets commit: a warning until the check
+            # run, which looks again at the next checkpoint, confirms it
+            result = dg.AssetCheckResult(
+                asset_key=key,
+                check_name=CONSERVATION,
+                passed=False,
+                severity=dg.AssetCheckSeverity.WARN,
+                description=f"to confirm (one look): {result.description}; the conservation check run looks "
+                "again at the next checkpoint",
+                metadata=result.metadata,
+            )
+        return [as_evaluation(result, key, evaluated_by), observation_for(balance, key)]
 
     return evaluate

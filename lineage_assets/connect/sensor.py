@@ -195,7 +195,8 @@ def build_connector_sensor(
             facts = next(o.metadata for o in observations if o.asset_key == archive_key)
             observations.append(dg.AssetMaterialization(asset_key=archive_key, metadata={**facts, REASON: reason}))
             if latest_checks is not None:
-                observations += latest_checks(context.instance, name, [archive_key], lineage, None, connect)
+                own = {"lineage": lineage, "connect": connect, "kafka": kafka, "object_store": object_store}
+                observations += latest_checks(context.instance, name, [archive_key], own)
         cursor[ARCHIVE_CURSOR] = objects
         return dg.SensorResult(asset_events=observations, cursor=json.dumps(cursor))
 

@@ -5,6 +5,7 @@ commits its outputs and its input offsets in two steps, so one look can fall bet
 from __future__ import annotations
 
 import importlib
+import logging
 import time
 from collections.abc import Callable
 
@@ -12,6 +13,8 @@ from lineage_assets.conservation.balance import HopBalance, StoreUnavailable
 from lineage_assets.conservation.hops import Hop, hops
 from lineage_assets.conservation.stores import Stores
 from lineage_assets.lineage.identity import SPARK_SUPPLIER_STATS_JOB
+
+log = logging.getLogger(__name__)
 
 #: job -> the module that reads its hop (``balance(hop, stores) -> HopBalance``)
 READERS = {
@@ -38,6 +41,10 @@ def balance_of(hop: Hop, stores: Stores) -> HopBalance:
         return reader(hop.job.name)(hop, stores)
     except StoreUnavailable as exc:
         return HopBalance(hop.job.name, hop.input.qualified_name, hop.output_names, unknown=str(exc))
+    except Exception as exc:  # a reader's failure is an unknown balance of that hop, never another hop's report
+        log.exception("reconciling %s failed", hop.job.name)
+        why = f"reading the hop failed: {type(exc).__name__}: {exc}; see the log, fix the store or the reader"
+        return HopBalance(hop.job.name, hop.input.qualified_name, hop.output_names, unknown=why)
 
 
 def reconcile(

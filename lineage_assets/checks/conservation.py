@@ -1,0 +1,106 @@
+"""The ``conservation`` check on each hop's output asset: every record of the hop's input is in its outputs, its
+dead letters or still pending. It fails on records missing or doubled (naming any other writer and the count), warns
+when records stay pending longer than ``conservation_pending_warn_s`` or when a store cannot be read (then nothing
+is concluded), and records the figures as numeric metadata, so the asset page plots them over time.
+"""
+
+
+import time
+from types import SimpleNamespace
+
+import dagster as dg
+
+from infra.settings import StackSettings
+from lineage_assets.conservation.balance import HopBalance
+from lineage_assets.conservation.hops import Hop, hops
+from lineage_assets.conservation.reconcile import READERS, reconcile
+from lineage_assets.conservation.stores import Stores
+from lineage_assets.lineage.identity import Pipeline
+from lineage_assets.metadata import asset_key
+from lineage_assets.resources import (
+    ConnectResource,
+    FlinkResource,
+    IcebergResource,
+    KafkaResource,
+    ObjectStoreResource,
+    SourceDatabaseResource,
+)
+
+CHECK = "conservation"
+DESCRIPTION = (
+    "every record of the hop's input is in its outputs, its dead letters or pending (not yet committed); fails on "
+    "missing or doubled records, warns on records pending too long or a store that cannot be read"
+)
+#: the resources a reconciliation reads (never Spark: building it starts a Spark session)
+RESOURCE_KEYS = ("kafka", "iceberg", "object_store", "flink", "connect", "source_db")
+FIGURES = ("in", "out", "dead_letters", "pending", "missing", "duplicates")
+
+
+def checked_hops(pipeline: Pipeline) -> list[Hop]:
+    return [h for name, h in hops(pipeline).items() if name in READERS]
+
+
+def result_for(balance: HopBalance, key: dg.AssetKey, settings: StackSettings, now: float) -> dg.AssetCheckResult:
+    """The check result a balance makes: ERROR on loss or duplication, WARN on old pending or unknown figures."""
+    age = balance.pending_age(now)
+    too_old = age is not None and age > settings.conservation_pending_warn_s
+    passed = balance.status in ("balanced", "pending") and not too_old
+    severity = dg.AssetCheckSeverity.ERROR if balance.lost_or_doubled else dg.AssetCheckSeverity.WARN
+    message = balance.summary()
+    if too_old:
+        message += f"; the oldest pending record waits for {age:.0f} s (> {settings.conservation_pending_warn_s} s)"
+    as_dict = balance.as_dict()
+    figures = {f"conservation/{k}": dg.MetadataValue.int(as_dict[k]) for k in FIGURES if as_dict[k] is not None}
+    return dg.AssetCheckResult(
+        asset_key=key,
+        check_name=CHECK,
+        passed=passed,
+        severity=severity,
+        description=message,
+        metadata={
+            "status": balance.status,
+            **figures,
+            "range": dg.MetadataValue.json(balance.range),
+            "other_writers": dg.MetadataValue.json([w.as_dict() for w in balance.other_writers]),
+            "pending_age_s": dg.MetadataValue.float(round(age, 1)) if age is not None else dg.MetadataValue.null(),
+            "notes": dg.MetadataValue.md("\n".join(f"- {n}" for n in balance.notes)),
+            "job": balance.job,
+        },
+    )
+
+
+def observation_for(balance: HopBalance, key: dg.AssetKey) -> dg.AssetObservation:
+    """The figures as an observation of the asset: Dagster plots an asset's numeric observation metadata over
+    time on its page."""
+    as_dict = balance.as_dict()
+    return dg.AssetObservation(
+        asset_key=key,
+        metadata={f"conservation/{k}": dg.MetadataValue.int(as_dict[k]) for k in FIGURES if as_dict[k] is not None},
+    )
+
+
+def build_conservation_checks(pipeline: Pipeline, settings: StackSettings) -> list[dg.AssetChecksDefinition]:
+    return [_check_for(pipeline, settings, hop) for hop in checked_hops(pipeline)]
+
+
+def _check_for(pipeline: Pipeline, settings: StackSettings, hop: Hop) -> dg.AssetChecksDefinition:
+    key = asset_key(hop.output)
+
+    @dg.asset_check(asset=key, name=CHECK, description=DESCRIPTION)
+    def conservation(
+        context: dg.AssetCheckExecutionContext,
+        kafka: KafkaResource,
+        iceberg: IcebergResource,
+        object_store: ObjectStoreResource,
+        flink: FlinkResource,
+        connect: ConnectResource,
+        source_db: SourceDatabaseResource,
+    ) -> dg.AssetCheckResult:
+        resources = SimpleNamespace(
+            kafka=kafka, iceberg=iceberg, object_store=object_store, flink=flink, connect=connect, source_db=source_db
+        )
+        (balance,) = reconcile(Stores(settings, pipeline, resources), jobs=[hop.job.name])
+        context.log_event(observation_for(balance, key))
+        return result_for(balance, key, settings, time.time())
+
+    return conservation

@@ -1,0 +1,71 @@
+"""HopBalance arithmetic and its JSON shape, judged by figures worked out by hand."""
+
+from lineage_assets.conservation.balance import HopBalance, OtherWriter
+
+
+def hop(**figures) -> HopBalance:
+    return HopBalance("iceberg-ingestion", "kafka://b/orders", ("s3://w/default/orders", "kafka://b/dlq"), **figures)
+
+
+def test_everything_accounted_for_balances():
+    b = hop(in_=1000, out=990, dead_letters=7, pending=3)
+    assert (b.missing, b.duplicates, b.status) == (0, 0, "pending")
+    assert hop(in_=10, out=10, dead_letters=0, pending=0).status == "balanced"
+
+
+def test_ten_rows_deleted_are_missing():
+    b = hop(in_=1000, out=980, dead_letters=7, pending=3)
+    assert (b.missing, b.duplicates, b.status) == (10, 0, "missing")
+    assert b.lost_or_doubled
+
+
+def test_a_copied_object_is_duplicates():
+    b = hop(in_=500, out=600, dead_letters=0, pending=0)
+    assert (b.missing, b.duplicates, b.status) == (0, 100, "duplicates")
+
+
+def test_a_figure_not_read_concludes_nothing():
+    b = hop(in_=500, out=None, dead_letters=0, pending=0)
+    assert (b.missing, b.duplicates, b.status, b.lost_or_doubled) == (None, None, "unknown", False)
+    down = hop(in_=1, out=1, dead_letters=0, pending=0, unknown="Kafka at 127.0.0.1:9092 did not answer")
+    assert down.status == "unknown"
+    assert "did not answer" in down.summary()
+
+
+def test_pending_age_only_when_something_is_pending():
+    assert hop(in_=5, out=2, dead_letters=0, pending=3, pending_since=100.0).pending_age(160.0) == 60.0
+    assert hop(in_=5, out=5, dead_letters=0, pending=0, pending_since=100.0).pending_age(160.0) is None
+
+
+def test_json_shape_of_reconcile():
+    writer = OtherWriter("s3://w/default/orders", "snapshot 42 (delete, pyiceberg)", -10)
+    b = hop(
+        in_=1000,
+        out=980,
+        dead_letters=7,
+        pending=3,
+        range={"orders offsets": {"0": [0, 1000]}},
+        other_writers=(writer,),
+    )
+    assert b.as_dict() == {
+        "job": "iceberg-ingestion",
+        "input": "kafka://b/orders",
+        "outputs": ["s3://w/default/orders", "kafka://b/dlq"],
+        "in": 1000,
+        "out": 980,
+        "dead_letters": 7,
+        "pending": 3,
+        "missing": 10,
+        "duplicates": 0,
+        "range": {"orders offsets": {"0": [0, 1000]}},
+        "status": "missing",
+        "other_writers": [{"output": "s3://w/default/orders", "what": "snapshot 42 (delete, pyiceberg)", "rows": -10}],
+        "pending_since": None,
+        "unknown": None,
+        "notes": [],
+    }
+    assert b.summary() == (
+        "iceberg-ingestion: kafka://b/orders -> s3://w/default/orders, kafka://b/dlq: missing: in 1000, out 980, "
+        "dead letters 7, pending 3, missing 10, duplicates 0; other writers: snapshot 42 (delete, pyiceberg): -10 "
+        "rows in s3://w/default/orders"
+    )

@@ -1,0 +1,69 @@
+"""reconcile's second look and its handling of readers that fail (fake readers: pure control flow)."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from infra.settings import StackSettings
+from lineage_assets.conservation import reconcile as rec
+from lineage_assets.conservation.balance import HopBalance, StoreUnavailable
+from lineage_assets.lineage.identity import Pipeline
+
+PIPELINE = Pipeline.from_settings(StackSettings())
+
+
+@pytest.fixture
+def stores():
+    return SimpleNamespace(pipeline=PIPELINE)
+
+
+def fake_readers(monkeypatch, looks: dict[str, list]):
+    def reader(job):
+        def read(hop, stores):
+            look = looks[job].pop(0)
+            if isinstance(look, Exception):
+                raise look
+            return HopBalance(job, hop.input.qualified_name, hop.output_names, *look)
+
+        return read
+
+    monkeypatch.setattr(rec, "reader", reader)
+
+
+def test_a_streaming_hop_that_looks_lost_is_read_again_before_it_is_reported(monkeypatch, stores):
+    fake_readers(monkeypatch, {"iceberg-ingestion": [(100, 90, 0, 0), (110, 110, 0, 0)]})
+    slept = []
+    (b,) = rec.reconcile(stores, ["iceberg-ingestion"], confirm_after_s=25, sleep=slept.append)
+    assert (slept, b.in_, b.status) == ([25], 110, "balanced")
+
+
+def test_a_loss_seen_twice_is_reported(monkeypatch, stores):
+    fake_readers(monkeypatch, {"iceberg-ingestion": [(100, 90, 0, 0), (110, 100, 0, 0)]})
+    (b,) = rec.reconcile(stores, ["iceberg-ingestion"], confirm_after_s=25, sleep=lambda s: None)
+    assert (b.status, b.missing) == ("missing", 10)
+
+
+def test_a_batch_hop_is_exact_at_its_commit_and_read_once(monkeypatch, stores):
+    fake_readers(monkeypatch, {"dagster.supplier_stats": [(100, 90, 0, 0)]})
+    slept = []
+    (b,) = rec.reconcile(stores, ["dagster.supplier_stats"], confirm_after_s=25, sleep=slept.append)
+    assert (slept, b.missing) == ([], 10)
+
+
+def test_a_store_that_does_not_answer_makes_that_hop_unknown_and_the_others_still_report(monkeypatch, stores):
+    fake_readers(
+        monkeypatch,
+        {
+            "orders-s3-sink": [StoreUnavailable("object store at http://127.0.0.1:9000 did not answer; start it")],
+            "iceberg-ingestion": [KeyError("total-records")],
+            "supplier-stats": [(5, 5, 0, 0)],
+        },
+    )
+    found = rec.reconcile(stores, ["orders-s3-sink", "iceberg-ingestion", "supplier-stats"], sleep=lambda s: None)
+    assert [(b.job, b.status) for b in found] == [
+        ("orders-s3-sink", "unknown"),
+        ("supplier-stats", "balanced"),
+        ("iceberg-ingestion", "unknown"),
+    ]
+    assert found[0].unknown == "object store at http://127.0.0.1:9000 did not answer; start it"
+    assert "KeyError" in found[2].unknown
