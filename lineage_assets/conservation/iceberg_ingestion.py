@@ -1,0 +1,646 @@
+"""The iceberg-ingestion hop: Kafka ``orders`` -> Iceberg ``default.orders``, bad records -> ``orders-dlq-flink``.
+
+The job commits three things when a checkpoint completes, each on its own: the Iceberg snapshot of the checkpoint's
+rows, the Kafka transaction of its dead letters, and the source's offsets (to its consumer group). So the hop is read
+at a cut where none of the three moves between two looks, and every figure comes from what the stores keep anyway:
+
+- ``in``: committed records of ``orders`` below the last stable offsets read at the cut (``KafkaCounter.count``,
+  incremental from remembered marks); ``pending``: the part of them at or above the group's committed offsets C (the
+  job has read or will read them, but no checkpoint has committed them). So ``in - pending`` is what lies below C.
+- ``out``: the rows the table holds now, from the current snapshot's summary (``total-records`` less position
+  deletes): no data file is read. Every snapshot of the current snapshot's ancestry is classified once (remembered as
+  facts): written by the Flink job (its summary carries ``flink.job-id``) or by another writer, whose net row change
+  is named as an ``OtherWriter``. A ``replace`` snapshot (a compaction: the same rows in other files) is not named.
+- ``dead_letters``: the DLQ records whose source offset lies below C, tallied by scanning only the DLQ records not
+  seen before (the DLQ is small; its records carry ``src_partition``/``src_offset``), so a DLQ transaction that
+  commits before the offsets do cannot count a record twice (once dead, once pending).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+
+from flink_jobs import deployment
+from lineage_assets.conservation.balance import HopBalance, OtherWriter, StoreUnavailable
+from lineage_assets.conservation.hops import Hop
+from lineage_assets.conservation.stores import Stores
+from lineage_assets.flink.iceberg_ingestion import CONSUMER_GROUP
+
+JOB = "iceberg-ingestion"
+#: facts (CountStore) this reader keeps: one per snapshot classified, the last head seen and the history resets
+#: found, and the dead-letter tally
+SNAPSHOT_FACTS = f"{JOB}/snapshots"
+HISTORY_FACTS = f"{JOB}/history"
+DLQ_FACTS = f"{JOB}/dead-letters"
+#: the name of the incremental DLQ scan (``KafkaCounter.scan``)
+DLQ_SCAN = f"{JOB}/dead-letters"
+#: looks at the three commit points before the last one is used even though something moved
+CUT_ATTEMPTS = 6
+CUT_PAUSE_S = 1.5
+FLINK_KEYS = ("flink.job-id", "flink.operator-id")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Snapshots: pure classification and arithmetic over summaries
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _int(summary: Mapping[str, str], key: str) -> int:
+    value = summary.get(key)
+    return int(value) if value not in (None, "") else 0
+
+
+def net_rows(summary: Mapping[str, str]) -> int:
+    """Rows a snapshot added to what the table holds: records added less records removed (with the files they
+    were in), less positions newly deleted plus positions whose delete files went away (a compaction applying
+    position deletes removes as many of them as it drops records: net 0)."""
+    return (
+        _int(summary, "added-records")
+        - _int(summary, "deleted-records")
+        - _int(summary, "added-position-deletes")
+        + _int(summary, "removed-position-deletes")
+    )
+
+
+def rows_held(summary: Mapping[str, str]) -> tuple[int | None, str]:
+    """(rows the table holds at this snapshot, why not known): ``total-records`` less ``total-position-deletes``;
+    unknown with equality deletes (which rows they hit is only known by reading the data)."""
+    if summary.get("total-records") in (None, ""):
+        return None, "its summary has no total-records (written by a writer that does not keep totals)"
+    equality = _int(summary, "total-equality-deletes")
+    if equality:
+        return None, (
+            f"it has {equality} equality deletes, whose effect on the row count only a data scan shows; compact the "
+            "table (e.g. Spark `CALL system.rewrite_data_files` with delete-file-threshold 1) and reconcile again"
+        )
+    return _int(summary, "total-records") - _int(summary, "total-position-deletes"), ""
+
+
+@dataclass(frozen=True)
+class SnapshotFact:
+    """What one snapshot did, as remembered: a snapshot never changes, so it is read once."""
+
+    snapshot_id: int
+    parent_id: int | None
+    timestamp_ms: int
+    operation: str
+    engine: str  # the summary's engine-name, "" when none is named
+    flink_job_id: str  # "" when not written by a Flink Iceberg sink
+    checkpoint: int | None  # flink.max-committed-checkpoint-id
+    added: int
+    deleted: int
+    net: int
+
+    @property
+    def by_flink(self) -> bool:
+        return bool(self.flink_job_id)
+
+    @property
+    def is_rewrite(self) -> bool:
+        """A compaction: Iceberg's ``replace`` keeps the table's data, only the files change."""
+        return self.operation == "replace" and self.net == 0
+
+    def describe(self) -> str:
+        at = dt.datetime.fromtimestamp(self.timestamp_ms / 1000, dt.UTC).isoformat(timespec="milliseconds")
+        return f"snapshot {self.snapshot_id} ({self.operation}, {self.engine or 'no engine named'}, at {at})"
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> SnapshotFact:
+        return cls(**json.loads(text))
+
+
+def classify(
+    snapshot_id: int, parent_id: int | None, timestamp_ms: int, operation: str, summary: Mapping[str, str]
+) -> SnapshotFact:
+    """A snapshot's fact from its summary: a Flink Iceberg sink marks its commits with ``flink.job-id`` and
+    ``flink.operator-id`` (and the checkpoint they hold); anything else (pyiceberg, Spark, a CLI) is another writer."""
+    flink_job = summary.get("flink.job-id") or ""
+    if not flink_job and summary.get("flink.operator-id"):
+        flink_job = "unknown"
+    checkpoint = summary.get("flink.max-committed-checkpoint-id")
+    return SnapshotFact(
+        snapshot_id=snapshot_id,
+        parent_id=parent_id,
+        timestamp_ms=timestamp_ms,
+        operation=operation,
+        engine=summary.get("engine-name") or "",
+        flink_job_id=flink_job,
+        checkpoint=int(checkpoint) if checkpoint not in (None, "") else None,
+        added=_int(summary, "added-records"),
+        deleted=_int(summary, "deleted-records"),
+        net=net_rows(summary),
+    )
+
+
+def other_writer(output: str, fact: SnapshotFact) -> OtherWriter | None:
+    """The change another writer made in one snapshot, or None: the job's own commits, and compactions (``replace``
+    with no net change: the same rows in other files). An ``overwrite`` that adds as many rows as it removes IS
+    named (rows 0): it changed which rows the table holds even if not how many."""
+    if fact.by_flink or fact.is_rewrite:
+        return None
+    if fact.net == 0 and fact.added == 0 and fact.deleted == 0:
+        return None  # a snapshot that changed no rows (properties, an empty commit)
+    return OtherWriter(output, fact.describe(), fact.net)
+
+
+def ancestry(head: int | None, facts: Mapping[int, SnapshotFact]) -> tuple[list[SnapshotFact], int | None]:
+    """(the chain of facts from ``head`` back to the table's first snapshot, newest first; the id where the chain
+    breaks because a snapshot is not known, None when it reaches the first snapshot)."""
+    chain: list[SnapshotFact] = []
+    seen: set[int] = set()
+    current = head
+    while current is not None:
+        fact = facts.get(current)
+        if fact is None or current in seen:
+            return chain, current
+        seen.add(current)
+        chain.append(fact)
+        current = fact.parent_id
+    return chain, None
+
+
+@dataclass(frozen=True)
+class HistoryReset:
+    """The head seen before is no longer an ancestor of the current snapshot (a rollback, a branch replaced): the
+    rows of the abandoned snapshots are gone from the table."""
+
+    old_head: int
+    new_head: int
+    common: int | None  # the newest snapshot both histories share
+    rows: int  # net rows of the abandoned snapshots, negated
+    found_ms: int
+
+    def describe(self) -> str:
+        at = dt.datetime.fromtimestamp(self.found_ms / 1000, dt.UTC).isoformat(timespec="seconds")
+        since = f"since snapshot {self.common}" if self.common is not None else "since the table's first snapshot"
+        return (
+            f"history reset: snapshot {self.old_head} is no longer an ancestor of current snapshot {self.new_head} "
+            f"(a rollback or a replaced branch, found at {at}); its changes {since} are gone"
+        )
+
+
+def history_reset(
+    old_head: int | None, new_chain: list[SnapshotFact], facts: Mapping[int, SnapshotFact], now_ms: int
+) -> HistoryReset | None:
+    """The reset between the head seen last and the current chain, or None when the old head is an ancestor."""
+    if old_head is None or not new_chain:
+        return None
+    in_new = {f.snapshot_id for f in new_chain}
+    if old_head in in_new:
+        return None
+    abandoned, _ = ancestry(old_head, facts)
+    gone, common = 0, None
+    for fact in abandoned:
+        if fact.snapshot_id in in_new:
+            common = fact.snapshot_id
+            break
+        gone += fact.net
+    return HistoryReset(old_head, new_chain[0].snapshot_id, common, -gone, now_ms)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Dead letters: a tally per source partition of DLQ records below the committed offsets
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class DeadLetterTally:
+    """``below``: source partition -> dead letters whose source offset lies below the group's committed offset
+    (they stay below: C only grows); ``ahead``: source offsets of dead letters not yet below it; ``foreign``: DLQ
+    records that are no dead letter of this hop's input (another topic, not the job's JSON), with examples."""
+
+    below: dict[int, int] = field(default_factory=dict)
+    ahead: dict[int, list[int]] = field(default_factory=dict)
+    committed: dict[int, int] = field(default_factory=dict)
+    foreign: int = 0
+    foreign_examples: list[str] = field(default_factory=list)
+    #: DLQ partition -> offset tallied up to (the scan resumes there)
+    tallied: dict[int, int] = field(default_factory=dict)
+
+    def add(self, src_partition: int, src_offset: int) -> None:
+        self.ahead.setdefault(src_partition, []).append(src_offset)
+
+    def add_foreign(self, where: str) -> None:
+        self.foreign += 1
+        if len(self.foreign_examples) < 5:
+            self.foreign_examples.append(where)
+
+    def settle(self, committed: Mapping[int, int]) -> None:
+        """Move the dead letters whose source offset is now below C into ``below``."""
+        for partition, offsets in list(self.ahead.items()):
+            c = committed.get(partition, -1)
+            done = [o for o in offsets if o < c]
+            if done:
+                self.below[partition] = self.below.get(partition, 0) + len(done)
+                self.ahead[partition] = [o for o in offsets if o >= c]
+            if not self.ahead[partition]:
+                del self.ahead[partition]
+        self.committed = {p: max(o, self.committed.get(p, -1)) for p, o in committed.items()}
+
+    def moved_back(self, committed: Mapping[int, int]) -> dict[int, tuple[int, int]]:
+        """partition -> (C tallied against, C now) where the group's offset went back (a reset of the group)."""
+        return {p: (self.committed[p], c) for p, c in committed.items() if 0 <= c < self.committed.get(p, -1)}
+
+    @property
+    def dead_letters(self) -> int:
+        return sum(self.below.values())
+
+    @property
+    def ahead_count(self) -> int:
+        return sum(len(v) for v in self.ahead.values())
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "below": self.below,
+                "ahead": self.ahead,
+                "committed": self.committed,
+                "foreign": self.foreign,
+                "foreign_examples": self.foreign_examples,
+                "tallied": self.tallied,
+            },
+            sort_keys=True,
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> DeadLetterTally:
+        raw = json.loads(text)
+
+        def ints(d: dict) -> dict:
+            return {int(k): v for k, v in d.items()}
+
+        return cls(
+            ints(raw["below"]),
+            ints(raw["ahead"]),
+            ints(raw["committed"]),
+            raw["foreign"],
+            raw["foreign_examples"],
+            ints(raw["tallied"]),
+        )
+
+
+def dead_letter_source(value: bytes | None, input_topic: str) -> tuple[int, int] | None:
+    """(source partition, source offset) of one DLQ record the job wrote for ``input_topic``; None otherwise."""
+    try:
+        body = json.loads(value or b"")
+        if body.get("src_topic") != input_topic:
+            return None
+        return int(body["src_partition"]), int(body["src_offset"])
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The balance (pure): figures -> HopBalance
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Figures:
+    """What was read at the cut, for ``assemble``."""
+
+    below_end: int  # committed input records below the LSO at the cut
+    below_committed: int  # ... below the group's committed offsets
+    head: SnapshotFact | None
+    held: int | None  # rows the table holds now (None: unknown, see held_unknown)
+    held_unknown: str
+    chain: list[SnapshotFact]
+    chain_break: int | None
+    resets: list[HistoryReset]
+    tally: DeadLetterTally
+    range: dict[str, Any]
+    cut: str = ""
+    notes: tuple[str, ...] = ()
+    pending_since: float | None = None
+
+
+def assemble(hop: Hop, fig: Figures) -> HopBalance:
+    """The hop's balance from the figures: arithmetic and naming only."""
+    output = hop.output.qualified_name
+    writers = [w for f in fig.chain if (w := other_writer(output, f)) is not None]
+    writers.reverse()  # oldest first: the order they happened
+    writers += [OtherWriter(output, r.describe(), r.rows) for r in fig.resets]
+    if fig.tally.foreign and hop.dead_letters is not None:
+        writers.append(
+            OtherWriter(
+                hop.dead_letters.qualified_name,
+                f"{fig.tally.foreign} records that are no dead letter of {hop.input.name} "
+                f"(e.g. at {', '.join(fig.tally.foreign_examples)})",
+                fig.tally.foreign,
+            )
+        )
+    flink_rows = sum(f.net for f in fig.chain if f.by_flink)
+    others = sum(f.net for f in fig.chain if not f.by_flink)
+    rewrites = [f.snapshot_id for f in fig.chain if f.is_rewrite]
+    notes = [
+        "cut: " + fig.cut,
+        f"in: committed records of {hop.input.name} below its last stable offsets; pending: those at or above the "
+        f"group's committed offsets (read by the job, not yet committed by a checkpoint)",
+        f"out: rows of {hop.output.name} at snapshot {fig.head.snapshot_id if fig.head else 'none'} from its summary "
+        f"(total-records less position deletes, no data read); the job's snapshots in its history add {flink_rows}, "
+        f"other writers {others:+d}",
+        f"dead letters: records of {hop.dead_letters.name if hop.dead_letters else 'the DLQ'} whose source offset is "
+        f"below the committed offsets ({fig.tally.ahead_count} more are ahead of them, counted with pending)",
+        "counts of Kafka are remembered as marks and the snapshots as facts, so they hold after retention or "
+        "snapshot expiry; a run reads only new records and snapshots",
+    ]
+    if rewrites:
+        notes.append(f"compactions (same rows, other files) not named: snapshots {rewrites}")
+    if fig.chain_break is not None:
+        notes.append(
+            f"history before snapshot {fig.chain_break} was expired before it was classified: other writers before "
+            "it are not named (their rows are in the total)"
+        )
+    notes += list(fig.notes)
+    balance = HopBalance(
+        job=hop.job.name,
+        input=hop.input.qualified_name,
+        outputs=hop.output_names,
+        in_=fig.below_end,
+        out=fig.held,
+        dead_letters=fig.tally.dead_letters,
+        pending=fig.below_end - fig.below_committed,
+        range=fig.range,
+        other_writers=tuple(writers),
+        pending_since=fig.pending_since if fig.below_end > fig.below_committed else None,
+        notes=tuple(notes),
+    )
+    if fig.held is None:
+        return balance.unknown_because(
+            f"the rows of {hop.output.name} are not known at its current snapshot: {fig.held_unknown}"
+        )
+    return balance
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Reading the stores
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def group_id(stores: Stores) -> tuple[str, str]:
+    """(the job's consumer group, where it was read): the running deployment's ``--group-id`` when Flink answers,
+    else the one the asset deploys with (its config cannot change it)."""
+    try:
+        job = stores.flink.current(JOB)
+        if job is not None:
+            args = deployment.decode_args(stores.flink.user_config(job.jid).get(deployment.ARGS, "")) or []
+            for i, arg in enumerate(args[:-1]):
+                if arg == "--group-id":
+                    return args[i + 1], f"--group-id of Flink job {job.jid}"
+    except Exception as exc:  # Flink is not needed for the figures: the deployed group is the asset's constant
+        return CONSUMER_GROUP, f"the asset's group (Flink REST did not answer: {exc.__class__.__name__})"
+    return CONSUMER_GROUP, "the asset's group"
+
+
+def _catalog_unavailable(stores: Stores, what: str, exc: Exception) -> StoreUnavailable:
+    uri = getattr(stores.resources.iceberg, "uri", "the Iceberg REST catalog")
+    return StoreUnavailable(
+        f"Iceberg REST catalog at {uri} did not answer while {what} ({exc.__class__.__name__}: {exc}); start it "
+        "(`lineage-lab stack up iceberg-catalog`) or point the iceberg resource at the catalog, then reconcile again"
+    )
+
+
+def _load_table(stores: Stores, name: str):
+    from pyiceberg.exceptions import NoSuchTableError
+
+    try:
+        return stores.catalog.load_table(name)
+    except NoSuchTableError as exc:
+        uri = getattr(stores.resources.iceberg, "uri", "the Iceberg REST catalog")
+        raise StoreUnavailable(
+            f"Iceberg REST catalog at {uri} has no table {name}; materialize asset iceberg/default/orders "
+            "(it creates the table and deploys iceberg-ingestion), then reconcile again"
+        ) from exc
+    except StoreUnavailable:
+        raise
+    except Exception as exc:  # connection refused, HTTP 5xx, S3 unreachable for the metadata file...
+        raise _catalog_unavailable(stores, f"loading table {name}", exc) from exc
+
+
+@dataclass(frozen=True)
+class Look:
+    committed: dict[int, int]
+    head: int | None
+    dlq_end: dict[int, int]
+    end: dict[int, int]
+    table: Any
+
+    def key(self) -> tuple:
+        return (tuple(sorted(self.committed.items())), self.head, tuple(sorted(self.dlq_end.items())))
+
+
+def _look(stores: Stores, hop: Hop, group: str, table_name: str, partitions: list[int]) -> tuple[Look, bool]:
+    """One look at the three commit points: (the look, whether C stayed the same around it)."""
+    topic = hop.input.name
+    before = stores.kafka.committed(topic, group, partitions)
+    table = _load_table(stores, table_name)
+    snapshot = table.current_snapshot()
+    dlq_end = {p: e for p, (_, e) in stores.kafka.offsets(hop.dead_letters.name).items()} if hop.dead_letters else {}
+    end = {p: e for p, (_, e) in stores.kafka.offsets(topic).items()}
+    after = stores.kafka.committed(topic, group, partitions)
+    look = Look(after, snapshot.snapshot_id if snapshot else None, dlq_end, end, table)
+    return look, before == after
+
+
+def take_cut(
+    look: Callable[[], tuple[Look, bool]],
+    attempts: int = CUT_ATTEMPTS,
+    pause: float = CUT_PAUSE_S,
+    sleep: Callable[[float], None] = time.sleep,
+) -> tuple[Look, str]:
+    """Look until C held still around a look and the committed offsets, the current snapshot and the DLQ end are
+    the same as at the look before (the job commits the three one after another when a checkpoint completes):
+    (the last look, how the cut was taken)."""
+    previous: Look | None = None
+    for i in range(1, attempts + 1):
+        current, still = look()
+        if still and previous is not None and previous.key() == current.key():
+            return current, f"stable over two looks {pause:g} s apart (look {i} of at most {attempts})"
+        previous = current
+        if i < attempts:
+            sleep(pause)
+    return previous, (  # type: ignore[return-value]
+        f"NOT stable: the committed offsets, the snapshot or the DLQ moved in each of {attempts} looks; "
+        "the figures are those of the last look (reconcile reads a lost or doubled hop again)"
+    )
+
+
+def _classify_new(table, head: int | None, facts: dict[int, SnapshotFact]) -> dict[int, SnapshotFact]:
+    """Facts of the current snapshot's ancestors not classified before, read from the table's metadata."""
+    new: dict[int, SnapshotFact] = {}
+    current = head
+    while current is not None and current not in facts and current not in new:
+        snapshot = table.snapshot_by_id(current)
+        if snapshot is None:  # expired before it was classified
+            break
+        summary = snapshot.summary
+        props = dict(summary.additional_properties) if summary is not None else {}
+        operation = summary.operation.value if summary is not None else "unknown"
+        fact = classify(snapshot.snapshot_id, snapshot.parent_snapshot_id, snapshot.timestamp_ms, operation, props)
+        new[current] = fact
+        current = fact.parent_id
+    return new
+
+
+def _snapshot_facts(stores: Stores) -> dict[int, SnapshotFact]:
+    return {int(k): SnapshotFact.from_json(v) for k, v in stores.counts.facts(SNAPSHOT_FACTS).items()}
+
+
+def _tally_dead_letters(stores: Stores, hop: Hop, committed: dict[int, int]) -> tuple[DeadLetterTally, list[str]]:
+    """The tally brought up to the DLQ's end now, settled against C; the scan resumes where the tally stopped (so
+    a run that stopped between the scan and saving the tally reads those records again, never skips them)."""
+    notes: list[str] = []
+    if hop.dead_letters is None:
+        return DeadLetterTally(), notes
+    dlq, topic = hop.dead_letters.name, hop.input.name
+    stored = stores.counts.facts(DLQ_FACTS).get(dlq)
+    tally = DeadLetterTally.from_json(stored) if stored else DeadLetterTally()
+    back = tally.moved_back(committed)
+    if back:
+        notes.append(
+            f"group offsets moved back ({back}): dead letters re-tallied from the DLQ's log start (those retention "
+            "deleted are no longer counted)"
+        )
+        tally = DeadLetterTally()
+    for partition in stores.kafka.offsets(dlq):
+        stores.counts.set_scan_position(DLQ_SCAN, dlq, partition, tally.tallied.get(partition, 0))
+
+    def handle(msg: Message) -> None:
+        source = dead_letter_source(msg.value(), topic)
+        if source is None:
+            tally.add_foreign(f"{dlq}[{msg.partition()}]@{msg.offset()}")
+        else:
+            tally.add(*source)
+
+    tally.tallied = dict(stores.kafka.scan(DLQ_SCAN, dlq, handle))
+    tally.settle(committed)
+    stores.counts.put_facts(DLQ_FACTS, {dlq: tally.to_json()})
+    return tally, notes
+
+
+def _oldest_pending(stores: Stores, topic: str, starts: dict[int, int]) -> float | None:
+    """Epoch seconds of the oldest committed record at or above C (one record read per partition), or None."""
+    if not starts:
+        return None
+    consumer = Consumer(
+        stores.kafka.connection.client_config(
+            **{
+                "group.id": f"lineage-lab-reconcile-{JOB}-pending",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+                "auto.offset.reset": "earliest",
+                "enable.partition.eof": True,
+            }
+        )
+    )
+    found: list[float] = []
+    try:
+        for partition, offset in starts.items():
+            consumer.assign([TopicPartition(topic, partition, offset)])
+            deadline = time.monotonic() + 5.0
+            while time.monotonic() < deadline:
+                msg = consumer.poll(0.5)
+                if msg is None:
+                    continue
+                err = msg.error()
+                if err is None:
+                    _, ts = msg.timestamp()
+                    if ts > 0:
+                        found.append(ts / 1000)
+                    break
+                if err.code() == KafkaError._PARTITION_EOF:
+                    break
+                return None
+    except KafkaException:
+        return None
+    finally:
+        consumer.close()
+    return min(found) if found else None
+
+
+def balance(hop: Hop, stores: Stores) -> HopBalance:
+    """The hop's balance at a stable cut of its three commit points (see the module doc)."""
+    topic = hop.input.name
+    table_name = hop.output.symlinks[0].name if hop.output.symlinks else "default.orders"
+    group, group_from = group_id(stores)
+    partitions = sorted(stores.kafka.offsets(topic))
+    look, how = take_cut(lambda: _look(stores, hop, group, table_name, partitions))
+    committed = {p: max(c, 0) for p, c in look.committed.items()}  # no commit yet (-1001): nothing below C
+
+    # out: classify the snapshots not seen before, then walk the remembered ancestry
+    facts = _snapshot_facts(stores)
+    new = _classify_new(look.table, look.head, facts)
+    if new:
+        stores.counts.put_facts(SNAPSHOT_FACTS, {str(k): v.to_json() for k, v in new.items()})
+        facts.update(new)
+    chain, chain_break = ancestry(look.head, facts)
+    history = stores.counts.facts(HISTORY_FACTS)
+    resets = [HistoryReset(**json.loads(v)) for k, v in history.items() if k.startswith("reset:")]
+    old_head = json.loads(history["head"]) if "head" in history else None
+    reset = history_reset(old_head, chain, facts, int(time.time() * 1000))
+    if reset is not None:
+        resets.append(reset)
+        history[f"reset:{reset.old_head}"] = json.dumps(asdict(reset))
+    if look.head is not None:
+        history["head"] = json.dumps(look.head)
+    stores.counts.put_facts(HISTORY_FACTS, history)
+    if look.head is None:
+        held, held_unknown = 0, ""
+        head_fact = None
+    else:
+        snapshot = look.table.snapshot_by_id(look.head)
+        held, held_unknown = rows_held(dict(snapshot.summary.additional_properties) if snapshot.summary else {})
+        head_fact = facts.get(look.head)
+
+    # in and pending: one incremental read per partition up to both targets
+    targets = {p: [committed[p], look.end[p]] for p in partitions}
+    counted = stores.kafka.count(topic, targets)
+    below_end = sum(counted[(p, look.end[p])].records for p in partitions)
+    below_committed = sum(counted[(p, committed[p])].records for p in partitions)
+    starts = {
+        p: committed[p] for p in partitions if counted[(p, look.end[p])].records > counted[(p, committed[p])].records
+    }
+
+    tally, dlq_notes = _tally_dead_letters(stores, hop, committed)
+    checkpoint = next((f.checkpoint for f in chain if f.by_flink and f.checkpoint is not None), None)
+    rng: dict[str, Any] = {
+        f"{topic} offsets": {p: [counted[(p, look.end[p])].start, look.end[p]] for p in partitions},
+        "committed offsets": committed,
+        "group": group,
+        "snapshot": look.head,
+        "checkpoint": checkpoint,
+        f"{hop.dead_letters.name if hop.dead_letters else 'dlq'} offsets": tally.tallied,
+    }
+    notes = [f"group {group} ({group_from})", *dlq_notes]
+    uncounted = {p: c.uncounted_before for p in partitions if (c := counted[(p, look.end[p])]).uncounted_before}
+    if uncounted:
+        notes.append(
+            f"{topic}: offsets below {uncounted} (partition: offset) were deleted by retention before the first "
+            "count; rows the table holds from them show as duplicates"
+        )
+    figures = Figures(
+        below_end=below_end,
+        below_committed=below_committed,
+        head=head_fact,
+        held=held,
+        held_unknown=held_unknown,
+        chain=chain,
+        chain_break=chain_break,
+        resets=resets,
+        tally=tally,
+        range=rng,
+        cut=f"the group's offsets C, then the current snapshot, the DLQ end and the LSO, then C again; {how}",
+        notes=tuple(notes),
+        pending_since=_oldest_pending(stores, topic, starts),
+    )
+    return assemble(hop, figures)
