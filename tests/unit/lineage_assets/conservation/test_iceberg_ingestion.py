@@ -1,0 +1,252 @@
+"""The iceberg-ingestion hop's pure parts: snapshot classification from hand-written summaries, the ancestry walk,
+history resets, the dead-letter tally, the stable cut and the balance arithmetic."""
+
+from __future__ import annotations
+
+import json
+
+from infra.settings import StackSettings
+from lineage_assets.conservation.balance import OtherWriter
+from lineage_assets.conservation.hops import hops
+from lineage_assets.conservation.iceberg_ingestion import (
+    DeadLetterTally,
+    Figures,
+    Look,
+    SnapshotFact,
+    ancestry,
+    assemble,
+    classify,
+    dead_letter_source,
+    history_reset,
+    net_rows,
+    other_writer,
+    rows_held,
+    take_cut,
+)
+from lineage_assets.lineage.identity import Pipeline
+
+FLINK_APPEND = {
+    "flink.operator-id": "6f85de67ac6f479e3bcaba1d4678595a",
+    "flink.job-id": "3c9eb21951c54916a743c0eeaf345972",
+    "flink.max-committed-checkpoint-id": "4",
+    "added-data-files": "1",
+    "added-records": "80",
+    "total-records": "200",
+    "total-position-deletes": "0",
+    "total-equality-deletes": "0",
+    "engine-name": "flink",
+}
+PYICEBERG_OVERWRITE = {  # a delete of 10 rows that rewrote a file of 120
+    "added-data-files": "1",
+    "deleted-data-files": "1",
+    "added-records": "110",
+    "deleted-records": "120",
+    "total-records": "190",
+    "total-position-deletes": "0",
+    "total-equality-deletes": "0",
+}
+SPARK_REWRITE = {
+    "added-records": "190",
+    "deleted-records": "190",
+    "total-records": "190",
+    "engine-name": "spark",
+}
+OUT = "s3://warehouse/default/orders"
+T0 = 1_800_000_000_500  # 2027-01-15T08:00:00.500Z
+
+
+def fact(sid: int, parent: int | None, op: str, summary: dict[str, str], ts: int = T0) -> SnapshotFact:
+    return classify(sid, parent, ts, op, summary)
+
+
+def test_net_rows_counts_records_and_position_deletes():
+    assert net_rows(FLINK_APPEND) == 80
+    assert net_rows(PYICEBERG_OVERWRITE) == -10
+    assert net_rows(SPARK_REWRITE) == 0
+    assert net_rows({"added-position-deletes": "3"}) == -3  # a merge-on-read delete of 3 rows
+    # a compaction applying those 3 position deletes: 100 records in, 97 out, the delete file dropped
+    assert net_rows({"added-records": "97", "deleted-records": "100", "removed-position-deletes": "3"}) == 0
+    assert net_rows({}) == 0
+
+
+def test_rows_held_is_total_less_position_deletes_and_unknown_with_equality_deletes():
+    assert rows_held(FLINK_APPEND) == (200, "")
+    assert rows_held({"total-records": "200", "total-position-deletes": "7"}) == (193, "")
+    held, why = rows_held({"total-records": "200", "total-equality-deletes": "2"})
+    assert held is None and "2 equality deletes" in why and "rewrite_data_files" in why
+    held, why = rows_held({"added-records": "5"})
+    assert held is None and "no total-records" in why
+
+
+def test_classify_tells_the_job_from_other_writers():
+    flink = fact(2, 1, "append", FLINK_APPEND)
+    assert flink.by_flink and flink.checkpoint == 4 and flink.net == 80 and flink.engine == "flink"
+    only_operator = fact(3, 2, "append", {"flink.operator-id": "x", "added-records": "1"})
+    assert only_operator.by_flink and only_operator.flink_job_id == "unknown"
+    other = fact(4, 3, "overwrite", PYICEBERG_OVERWRITE)
+    assert not other.by_flink and other.checkpoint is None and other.net == -10
+    assert other.describe() == "snapshot 4 (overwrite, no engine named, at 2027-01-15T08:00:00.500+00:00)"
+    assert SnapshotFact.from_json(other.to_json()) == other
+
+
+def test_other_writer_names_foreign_changes_but_not_the_job_or_compactions():
+    assert other_writer(OUT, fact(2, 1, "append", FLINK_APPEND)) is None
+    assert other_writer(OUT, fact(5, 4, "replace", SPARK_REWRITE)) is None
+    assert other_writer(OUT, fact(6, 5, "append", {"engine-name": "pyiceberg"})) is None  # no rows changed
+    deleted = other_writer(OUT, fact(4, 3, "overwrite", PYICEBERG_OVERWRITE))
+    assert deleted == OtherWriter(OUT, "snapshot 4 (overwrite, no engine named, at 2027-01-15T08:00:00.500+00:00)", -10)
+    # an overwrite that replaced 5 rows by 5 others kept the count but changed the data: named with 0
+    swapped = other_writer(OUT, fact(7, 6, "overwrite", {"added-records": "5", "deleted-records": "5"}))
+    assert swapped is not None and swapped.rows == 0
+    appended = other_writer(OUT, fact(8, 7, "append", {"added-records": "10", "engine-name": "spark"}))
+    assert appended is not None and appended.rows == 10 and "(append, spark, at" in appended.what
+
+
+def test_ancestry_walks_parents_newest_first_and_says_where_it_breaks():
+    facts = {
+        1: fact(1, None, "append", FLINK_APPEND),
+        2: fact(2, 1, "append", FLINK_APPEND),
+        3: fact(3, 2, "overwrite", PYICEBERG_OVERWRITE),
+        9: fact(9, 8, "append", FLINK_APPEND),  # 8 expired before it was classified
+    }
+    chain, broken = ancestry(3, facts)
+    assert [f.snapshot_id for f in chain] == [3, 2, 1] and broken is None
+    chain, broken = ancestry(9, facts)
+    assert [f.snapshot_id for f in chain] == [9] and broken == 8
+    assert ancestry(None, facts) == ([], None)
+
+
+def test_history_reset_counts_the_abandoned_snapshots():
+    facts = {
+        1: fact(1, None, "append", {"added-records": "100", "flink.job-id": "j"}),
+        2: fact(2, 1, "append", {"added-records": "30", "flink.job-id": "j"}),
+        3: fact(3, 2, "overwrite", {"added-records": "0", "deleted-records": "5"}),
+        4: fact(4, 1, "append", {"added-records": "7", "flink.job-id": "j"}),  # after a rollback to 1
+    }
+    new_chain, _ = ancestry(4, facts)
+    reset = history_reset(3, new_chain, facts, T0)
+    assert reset is not None
+    assert (reset.old_head, reset.new_head, reset.common, reset.rows) == (3, 4, 1, -25)  # 30 - 5 gone
+    assert "history reset: snapshot 3 is no longer an ancestor of current snapshot 4" in reset.describe()
+    assert history_reset(1, new_chain, facts, T0) is None  # the old head is an ancestor: no reset
+    assert history_reset(None, new_chain, facts, T0) is None
+
+
+def test_dead_letter_tally_counts_only_below_the_committed_offsets():
+    tally = DeadLetterTally()
+    for partition, offset in [(0, 3), (0, 50), (1, 7), (0, 3)]:  # offset 3 dead-lettered twice: a duplicate
+        tally.add(partition, offset)
+    tally.add_foreign("orders-dlq-flink[0]@9")
+    tally.settle({0: 10, 1: 5})
+    assert tally.dead_letters == 2 and tally.below == {0: 2} and tally.ahead == {0: [50], 1: [7]}
+    assert tally.ahead_count == 2 and tally.foreign == 1
+    tally.settle({0: 51, 1: 8})
+    assert tally.dead_letters == 4 and tally.ahead == {}
+    assert tally.moved_back({0: 51, 1: 8}) == {}
+    assert tally.moved_back({0: 20, 1: 8}) == {0: (51, 20)}
+    tally.tallied = {0: 12}
+    again = DeadLetterTally.from_json(tally.to_json())
+    assert again == tally
+
+
+def test_dead_letter_source_reads_the_jobs_json_only():
+    record = {"src_topic": "orders", "src_partition": 2, "src_offset": 41, "reason": "bad magic byte"}
+    assert dead_letter_source(json.dumps(record).encode(), "orders") == (2, 41)
+    assert dead_letter_source(json.dumps({**record, "src_topic": "other"}).encode(), "orders") is None
+    assert dead_letter_source(b"not json", "orders") is None
+    assert dead_letter_source(None, "orders") is None
+    assert dead_letter_source(b"[1, 2]", "orders") is None
+
+
+def _look(c: int, head: int, dlq: int) -> Look:
+    return Look({0: c}, head, {0: dlq}, {0: c + 5}, table=None)
+
+
+def test_take_cut_waits_until_two_looks_agree():
+    looks = iter(
+        [
+            (_look(10, 1, 0), True),
+            (_look(12, 2, 0), False),  # C moved during the look
+            (_look(12, 2, 1), True),  # the DLQ committed after the offsets
+            (_look(12, 2, 1), True),
+        ]
+    )
+    slept: list[float] = []
+    look, how = take_cut(lambda: next(looks), attempts=6, pause=1.5, sleep=slept.append)
+    assert look.key() == _look(12, 2, 1).key() and "stable" in how and "look 4 of at most 6" in how
+    assert slept == [1.5, 1.5, 1.5]
+
+
+def test_take_cut_says_so_when_nothing_held_still():
+    counter = iter(range(100))
+    look, how = take_cut(lambda: (_look(next(counter), 1, 0), True), attempts=3, pause=1.0, sleep=lambda s: None)
+    assert look.committed == {0: 2} and how.startswith("NOT stable")
+
+
+def _hop():
+    return hops(Pipeline.from_settings(StackSettings.from_env()))["iceberg-ingestion"]
+
+
+def _figures(**kw) -> Figures:
+    chain = [
+        fact(4, 3, "append", {"added-records": "10", "engine-name": "pyiceberg"}, ts=T0 + 3000),
+        fact(3, 2, "overwrite", PYICEBERG_OVERWRITE, ts=T0 + 2000),
+        fact(2, 1, "append", {**FLINK_APPEND, "added-records": "80"}, ts=T0 + 1000),
+        fact(1, None, "append", {**FLINK_APPEND, "added-records": "120"}),
+    ]
+    tally = DeadLetterTally(below={0: 3}, ahead={1: [70]})
+    base = dict(
+        below_end=208,
+        below_committed=203,
+        head=chain[0],
+        held=200,
+        held_unknown="",
+        chain=chain,
+        chain_break=None,
+        resets=[],
+        tally=tally,
+        range={"snapshot": 4},
+        cut="stable",
+        pending_since=1_795_642_900.0,
+    )
+    base.update(kw)
+    return Figures(**base)
+
+
+def test_assemble_balances_and_names_other_writers_oldest_first():
+    b = assemble(_hop(), _figures())
+    # in 208 = out 200 + dead letters 3 + pending 5
+    assert (b.in_, b.out, b.dead_letters, b.pending) == (208, 200, 3, 5)
+    assert b.status == "pending" and b.missing == 0 and b.duplicates == 0
+    assert [w.rows for w in b.other_writers] == [-10, 10]
+    assert b.other_writers[0].what.startswith("snapshot 3 (overwrite")
+    assert b.other_writers[0].output == _hop().output.qualified_name
+    assert b.pending_since == 1_795_642_900.0
+    assert any("the job's snapshots in its history add 200, other writers +0" in n for n in b.notes)
+    assert any("1 more are ahead of them" in n for n in b.notes)
+
+
+def test_assemble_reports_a_deletion_as_missing():
+    b = assemble(_hop(), _figures(held=190, below_end=203, below_committed=203))
+    assert b.status == "missing" and b.missing == 10 and b.pending == 0 and b.pending_since is None
+
+
+def test_assemble_names_resets_foreign_dead_letters_and_breaks():
+    from lineage_assets.conservation.iceberg_ingestion import HistoryReset
+
+    tally = DeadLetterTally(
+        below={0: 3}, foreign=2, foreign_examples=["orders-dlq-flink[0]@4", "orders-dlq-flink[0]@5"]
+    )
+    b = assemble(
+        _hop(),
+        _figures(tally=tally, resets=[HistoryReset(9, 4, 1, -25, T0)], chain_break=1, chain=_figures().chain[:3]),
+    )
+    table, dlq = _hop().output.qualified_name, _hop().dead_letters.qualified_name
+    assert [(w.output, w.rows) for w in b.other_writers] == [(table, -10), (table, 10), (table, -25), (dlq, 2)]
+    assert "e.g. at orders-dlq-flink[0]@4, orders-dlq-flink[0]@5" in b.other_writers[-1].what
+    assert any("history before snapshot 1 was expired" in n for n in b.notes)
+
+
+def test_assemble_is_unknown_when_the_rows_cannot_be_read_from_summaries():
+    b = assemble(_hop(), _figures(held=None, held_unknown="it has 2 equality deletes"))
+    assert b.status == "unknown" and "2 equality deletes" in b.unknown and b.missing is None
