@@ -24,19 +24,27 @@ from infra.settings import StackSettings
 from lineage_assets.checks.asset_checks import engine_now, lineage_results, read_graph
 from lineage_assets.checks.conservation import CHECK as CONSERVATION
 from lineage_assets.checks.conservation import checked_hops, observation_for, result_for
+from lineage_assets.connect.runs import ENGINE as CONNECT_ENGINE
+from lineage_assets.conservation.hops import Hop
 from lineage_assets.conservation.reconcile import reconcile
 from lineage_assets.conservation.stores import Stores
+from lineage_assets.flink.runs import ENGINE as FLINK_ENGINE
 from lineage_assets.flink.version_drift import CHECK, JOBS, version_result
 from lineage_assets.lineage.identity import Pipeline
+from lineage_assets.lineage.observed import observed_event_builder
+from lineage_assets.lineage.statistics import statistics_event
 from lineage_assets.metadata import asset_key
 
-#: what a sensor calls with the assets it materialized this tick and its resources by name (``lineage`` and those of
-#: the engine it follows: ``flink``/``connect``, ``kafka``, ``iceberg``, ``object_store``): their check evaluations
-#: (and the conservation figures as observations), to report after them
+#: what a sensor calls with the materializations it recorded this tick and its resources by name (``lineage`` and
+#: those of the engine it follows: ``flink``/``connect``, ``kafka``, ``iceberg``, ``object_store``): their check
+#: evaluations (and the conservation figures as observations), to report after them
 LatestStateChecks = Callable[
-    [dg.DagsterInstance, str, Sequence[dg.AssetKey], Mapping[str, Any]],
+    [dg.DagsterInstance, str, Sequence[dg.AssetMaterialization], Mapping[str, Any]],
     list[dg.AssetCheckEvaluation | dg.AssetObservation],
 ]
+#: the materialization metadata entry that names the producing job's open OpenLineage run
+RUN_ID = "openlineage/run_id"
+ENGINES = {"FLINK": FLINK_ENGINE, "KAFKA_CONNECT": CONNECT_ENGINE}
 
 
 def as_evaluation(
@@ -59,11 +67,16 @@ def build_latest_state_checks(pipeline: Pipeline, settings: StackSettings) -> La
     hop_of = {asset_key(h.output): h for h in checked_hops(pipeline)}
 
     def evaluate(
-        instance: dg.DagsterInstance, sensor: str, keys: Sequence[dg.AssetKey], resources: Mapping[str, Any]
+        instance: dg.DagsterInstance,
+        sensor: str,
+        materializations: Sequence[dg.AssetMaterialization],
+        resources: Mapping[str, Any],
     ) -> list[dg.AssetCheckEvaluation | dg.AssetObservation]:
         """``resources``: the sensor's own (the engine it follows; the other one produces none of its assets)."""
-        if not keys:
+        if not materializations:
             return []
+        keys = [m.asset_key for m in materializations]
+        run_ids = {m.asset_key: _text(m.metadata.get(RUN_ID)) for m in materializations}
         evaluated_by = f"sensor {sensor}, with the materialization it recorded"
         lineage = resources["lineage"]
         flink, connect = resources.get("flink"), resources.get("connect")
@@ -82,13 +95,21 @@ def build_latest_state_checks(pipeline: Pipeline, settings: StackSettings) -> La
                 name, spec = drift[key]
                 evaluations.append(as_evaluation(version_result(flink_client, name, spec), key, evaluated_by, CHECK))
             if key in hop_of:
-                evaluations += conservation_events(hop_of[key].job.name, key, resources, evaluated_by)
+                evaluations += conservation_events(hop_of[key], key, resources, evaluated_by, run_ids.get(key))
         return evaluations
 
     def conservation_events(
-        job: str, key: dg.AssetKey, resources: Mapping[str, Any], evaluated_by: str
+        hop: Hop, key: dg.AssetKey, resources: Mapping[str, Any], evaluated_by: str, run_id: str | None
     ) -> list[dg.AssetCheckEvaluation | dg.AssetObservation]:
-        (balance,) = reconcile(Stores(settings, pipeline, SimpleNamespace(**resources)), [job], confirm_after_s=0)
+        stores = Stores(settings, pipeline, SimpleNamespace(**resources))
+        (balance,) = reconcile(stores, [hop.job.name], confirm_after_s=0)
+        if run_id and "kafka" in resources:
+            # the job's open run is told what the hop moved since the last tick that told it
+            builder, _ = observed_event_builder(pipeline, resources["kafka"].registry())
+            engine = ENGINES.get(hop.job.integration)
+            event = statistics_event(builder, stores.counts, hop, run_id, balance, engine, confirmed=False)
+            if event is not None:
+                resources["lineage"].emitter().emit(event)
         result = result_for(balance, key, settings, time.time())
         if balance.lost_or_doubled:
             # one look can fall between a job's output commit and its offsets commit: a warning until the check
@@ -105,3 +126,9 @@ def build_latest_state_checks(pipeline: Pipeline, settings: StackSettings) -> La
         return [as_evaluation(result, key, evaluated_by), observation_for(balance, key)]
 
     return evaluate
+
+
+def _text(value: object) -> str | None:
+    """A metadata entry's text (None when absent or not a run id: "none ...")."""
+    text = getattr(value, "value", value)
+    return text if isinstance(text, str) and text and not text.startswith("none") else None

@@ -193,10 +193,11 @@ def build_connector_sensor(
                 reason = CAUGHT_UP
         if reason:
             facts = next(o.metadata for o in observations if o.asset_key == archive_key)
-            observations.append(dg.AssetMaterialization(asset_key=archive_key, metadata={**facts, REASON: reason}))
+            materialization = dg.AssetMaterialization(asset_key=archive_key, metadata={**facts, REASON: reason})
+            observations.append(materialization)
             if latest_checks is not None:
                 own = {"lineage": lineage, "connect": connect, "kafka": kafka, "object_store": object_store}
-                observations += latest_checks(context.instance, name, [archive_key], own)
+                observations += latest_checks(context.instance, name, [materialization], own)
         cursor[ARCHIVE_CURSOR] = objects
         return dg.SensorResult(asset_events=observations, cursor=json.dumps(cursor))
 

@@ -249,7 +249,7 @@ def build_flink_job_sensor(
         if not events:
             return dg.SkipReason(f"no Flink job of these names on {client.url}: {', '.join(absent)}")
         if latest_checks is not None:
-            materialized = [e.asset_key for e in events if isinstance(e, dg.AssetMaterialization)]
+            materialized = [e for e in events if isinstance(e, dg.AssetMaterialization)]
             own = {"lineage": lineage, "flink": flink, "kafka": kafka, "iceberg": iceberg}
             events += latest_checks(context.instance, "flink_job_sensor", materialized, own)
         return dg.SensorResult(asset_events=events, cursor=json.dumps(cursor))

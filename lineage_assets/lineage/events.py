@@ -24,7 +24,7 @@ from openlineage.client.facet_v2 import (
     schema_dataset,
     symlinks_dataset,
 )
-from openlineage.client.generated.base import RunFacet
+from openlineage.client.generated.base import InputDatasetFacet, OutputDatasetFacet, RunFacet
 from openlineage.client.serde import Serde
 from openlineage.client.uuid import generate_static_uuid
 
@@ -214,8 +214,12 @@ class EventBuilder:
         nominal_start: dt.datetime | None = None,
         nominal_end: dt.datetime | None = None,
         run_facets: dict[str, RunFacet] | None = None,
+        dataset_facets: dict[str, dict] | None = None,
     ) -> RunEvent:
         """One run event of ``job_name`` with every facet the job has.
+
+        ``dataset_facets``: dataset key -> facets added to that input or output in this event only (statistics,
+        data quality assertions).
 
         ``error`` is an exception (its Python traceback is attached) or a (message, stack trace) pair from
         another engine (a Connect task trace, a Flink failure cause), attached as a JAVA stack trace.
@@ -263,10 +267,22 @@ class EventBuilder:
                     )
                 },
             ),
-            inputs=[self.input(k) for k in job.inputs],
-            outputs=[self.output(job, k) for k in job.outputs],
+            inputs=[_with(self.input(k), (dataset_facets or {}).get(k)) for k in job.inputs],
+            outputs=[_with(self.output(job, k), (dataset_facets or {}).get(k)) for k in job.outputs],
             producer=PRODUCER,
         )
+
+
+def _with(dataset: InputDataset | OutputDataset, extra: dict | None) -> InputDataset | OutputDataset:
+    """``dataset`` with ``extra`` facets, each where the spec puts its kind: input, output or dataset facets."""
+    for name, facet in (extra or {}).items():
+        if isinstance(facet, InputDatasetFacet) and isinstance(dataset, InputDataset):
+            dataset.inputFacets = {**(dataset.inputFacets or {}), name: facet}
+        elif isinstance(facet, OutputDatasetFacet) and isinstance(dataset, OutputDataset):
+            dataset.outputFacets = {**(dataset.outputFacets or {}), name: facet}
+        else:
+            dataset.facets = {**(dataset.facets or {}), name: facet}
+    return dataset
 
 
 def to_json(event: RunEvent) -> str:
