@@ -15,7 +15,10 @@ an order or a reason, the watermark strategy runs inside the source (one generat
 only, so a bad or implausible order never moves the clock), and the windows are Flink's own operators.
 
 Outputs go through Flink's Kafka table connector, the one PyFlink sink that writes a key column and registers the
-Avro value schema (`supplier-stats-value`) itself.
+Avro value schema (`supplier-stats-value`) itself. Every window it writes carries the Kafka header
+`lineage-lab-writer: supplier-stats` (the sink's writable `headers` metadata column, not part of the value schema):
+a consumer cannot see a record's producer, so the conservation check (lineage_assets/conservation/
+supplier_windows.py) tells the job's windows from records another producer put into the topic by that header.
 """
 
 from __future__ import annotations
@@ -36,6 +39,9 @@ WINDOW_MS = 5_000
 OUT_OF_ORDERNESS_MS = 5_000
 IDLENESS_MS = 60_000
 ALLOWED_LATENESS_MS = 5_000
+#: the Kafka header (and its value) on every window this job writes, so that other producers' records can be told apart
+WRITER_HEADER = "lineage-lab-writer"
+WRITER = "supplier-stats"
 
 
 def main() -> None:
@@ -110,7 +116,8 @@ def main() -> None:
             window_end STRING NOT NULL,
             supplier STRING NOT NULL,
             total_price DOUBLE NOT NULL,
-            `count` BIGINT NOT NULL
+            `count` BIGINT NOT NULL,
+            headers MAP<STRING, BYTES> METADATA
         ) WITH (
             'connector' = 'kafka',
             'topic' = '{a.sink_topic}',
@@ -143,7 +150,10 @@ def main() -> None:
     t_env.create_temporary_view("stats", t_env.from_data_stream(stats))
     t_env.create_temporary_view("dead", t_env.from_data_stream(dead))
     statements = t_env.create_statement_set()
-    statements.add_insert_sql("INSERT INTO supplier_stats_sink SELECT * FROM stats")
+    statements.add_insert_sql(
+        "INSERT INTO supplier_stats_sink SELECT window_start, window_end, supplier, total_price, `count`, "
+        f"MAP['{WRITER_HEADER}', CAST('{WRITER}' AS BYTES)] FROM stats"
+    )
     statements.add_insert_sql(f"INSERT INTO dead_letters SELECT '{a.source_topic}', raw_value, reason FROM dead")
     statements.attach_as_datastream()
     env.execute("supplier-stats")
