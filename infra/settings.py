@@ -107,6 +107,8 @@ class StackSettings:
     # seconds a hop's records may stay pending (read, not yet committed, flushed or emitted) before its
     # `conservation` check warns
     conservation_pending_warn_s: int = 600
+    # where reconciliation remembers its counts (empty: <home>/data/conservation/counts.sqlite)
+    conservation_store: str = ""
     # the plausibility window of an order's bid_time around processing time (flink_jobs/valid_order.py): an order
     # outside it is dead-lettered by both Flink jobs instead of moving (or missing) the event-time clock
     order_max_future_s: int = 3600

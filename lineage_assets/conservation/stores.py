@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 from infra.settings import StackSettings
@@ -13,7 +14,9 @@ from lineage_assets.conservation.store import CountStore
 from lineage_assets.lineage.identity import Pipeline
 
 
-def count_store_path(settings: StackSettings):
+def count_store_path(settings: StackSettings) -> Path:
+    if settings.conservation_store:
+        return Path(settings.conservation_store)
     return settings.data_dir / "conservation" / "counts.sqlite"
 
 
