@@ -11,6 +11,11 @@
 - Failures: the listener reports COMPLETE for an application whose job failed (OpenLineage issue 4350). When the
   Dagster step failed, the application's COMPLETE, and the COMPLETE of the action that was running last, become
   FAIL (same run id, so Marquez sees one run end in FAIL) with the error attached.
+- Statistics: the listener's ``inputStatistics`` are what the scan planned (every record of the files it opened,
+  rows deleted by delete files included), not the rows the job read. The run that carries the job's edges (the
+  action whose COMPLETE reads the input and writes the output; the application's own events carry no datasets, and
+  giving them some would add a second pair of edges to the graph) gets the job's own figures instead: the rows it
+  read at the snapshot it read, the rows it wrote and the bytes its commit added.
 """
 
 from __future__ import annotations
@@ -18,7 +23,12 @@ from __future__ import annotations
 import copy
 import json
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
+
+from openlineage.client.generated.input_statistics_input_dataset import InputStatisticsInputDatasetFacet
+from openlineage.client.generated.output_statistics_output_dataset import OutputStatisticsOutputDatasetFacet
+from openlineage.client.serde import Serde
 
 from lineage_assets.lineage.outbox import LineageEmitter
 
@@ -95,15 +105,61 @@ def correct_failed_run(events: list[dict], app_job: str, error: BaseException) -
     return corrected
 
 
+@dataclass(frozen=True)
+class RunStatistics:
+    """What one run read from its input and wrote to its output, as the job counted them (None: not known)."""
+
+    input: tuple[str, str]  # (namespace, name) of the input dataset
+    output: tuple[str, str]
+    input_rows: int | None
+    input_bytes: int | None
+    output_rows: int | None
+    output_bytes: int | None
+
+
+def _reads_and_writes(event: dict, stats: RunStatistics) -> bool:
+    def names(kind: str) -> set[tuple[str, str]]:
+        return {(d.get("namespace"), d.get("name")) for d in event.get(kind) or []}
+
+    return stats.input in names("inputs") and stats.output in names("outputs")
+
+
+def add_statistics(events: list[dict], stats: RunStatistics) -> list[dict]:
+    """The COMPLETE of each run that read ``stats.input`` and wrote ``stats.output`` carries ``inputStatistics``
+    and ``outputStatistics`` with the job's figures (openlineage-python's facets), replacing the listener's."""
+    in_facet = Serde.to_dict(InputStatisticsInputDatasetFacet(rowCount=stats.input_rows, size=stats.input_bytes))
+    out_facet = Serde.to_dict(OutputStatisticsOutputDatasetFacet(rowCount=stats.output_rows, size=stats.output_bytes))
+    out = []
+    for event in events:
+        if event.get("eventType") == "COMPLETE" and _reads_and_writes(event, stats):
+            event = copy.deepcopy(event)
+            for dataset in event["inputs"]:
+                if (dataset.get("namespace"), dataset.get("name")) == stats.input:
+                    dataset["inputFacets"] = {**(dataset.get("inputFacets") or {}), "inputStatistics": in_facet}
+            for dataset in event["outputs"]:
+                if (dataset.get("namespace"), dataset.get("name")) == stats.output:
+                    dataset["outputFacets"] = {**(dataset.get("outputFacets") or {}), "outputStatistics": out_facet}
+        out.append(event)
+    return out
+
+
 def forward_events(
-    path: Path, emitter: LineageEmitter, app_job: str, parent_job: str, error: BaseException | None = None
+    path: Path,
+    emitter: LineageEmitter,
+    app_job: str,
+    parent_job: str,
+    error: BaseException | None = None,
+    statistics: RunStatistics | None = None,
 ) -> list[dict]:
-    """Queue the listener's events, named under ``parent_job`` (and corrected when ``error`` is given); returns
-    what was queued. ``app_job`` is the application's job as the identity module names it."""
+    """Queue the listener's events, named under ``parent_job`` (and corrected when ``error`` is given, given the
+    job's own figures when ``statistics`` is); returns what was queued. ``app_job`` is the application's job as
+    the identity module names it."""
     app_name = app_job.removeprefix(parent_job + ".")
     events = qualify_under_parent(attach_actions_to_application(read_events(path), app_name), parent_job)
     if error is not None:
         events = correct_failed_run(events, app_job, error)
+    elif statistics is not None:
+        events = add_statistics(events, statistics)
     for event in events:
         emitter.emit(event)
     return events
