@@ -3,7 +3,8 @@
 Each Spark commit of a day says what it read (``lineage-lab.*`` snapshot properties, spark/supplier_stats.py): the
 day, the orders snapshot it read, the day's orders it read, the ones it refused. Per day supplier_stats holds:
 
-- ``in``: the day's rows in orders at the snapshot the latest Spark write of that day read;
+- ``in``: the day's rows in orders now: those at the snapshot the latest Spark write of the day read ("orders
+  read") and those committed since;
 - ``out``: sum(total_count) of the day in supplier_stats now (the orders the day's rows summarise);
 - ``dead_letters``: the refused orders of that write (``lineage-lab.rejected-orders``);
 - ``pending``: the day's rows in orders now minus at the snapshot read (orders not summarised yet). Fewer rows now
@@ -131,6 +132,8 @@ class DayFigures:
     pending: int | None = None
     #: orders of the day removed from the orders table since the snapshot read (not pending: never summarised)
     removed: int = 0
+    #: the day's orders at the snapshot read (``in_`` less pending)
+    read_rows: int | None = None
     read_snapshot: int | None = None
     write_snapshot: int | None = None
     other_writers: tuple[OtherWriter, ...] = ()
@@ -150,6 +153,7 @@ class DayFigures:
         entry = {
             "orders snapshot": self.read_snapshot,
             "supplier_stats snapshot": self.write_snapshot,
+            "orders read": self.read_rows,
             "in": self.in_,
             "out": self.out,
             "dead_letters": self.dead_letters,
@@ -175,7 +179,9 @@ def day_figures(
     grown = in_now - in_read
     return DayFigures(
         day=write.day,
-        in_=in_read,
+        # what came in: the day's orders now (those read and those since); rows removed since the read stay in
+        in_=max(in_now, in_read),
+        read_rows=in_read,
         out=out,
         dead_letters=write.rejected,
         pending=max(grown, 0),
@@ -194,9 +200,10 @@ def assemble(hop: Hop, days: list[DayFigures], heads: Mapping[str, int | None]) 
     known = [d for d in days if not d.unknown]
     unknown = [d for d in days if d.unknown]
     notes = [
-        "per day partition of supplier_stats: in = the day's orders at the snapshot its latest Spark write read "
-        "(that write's lineage-lab.input-snapshot-id), out = sum(total_count) of the day now, dead letters = "
-        "the write's lineage-lab.rejected-orders, pending = the day's orders now minus at that snapshot",
+        "per day partition of supplier_stats: in = the day's orders in orders now, of which 'orders read' at the "
+        "snapshot its latest Spark write read (that write's lineage-lab.input-snapshot-id) and pending = the rest "
+        "(not summarised yet); out = sum(total_count) of the day now; dead letters = the write's "
+        "lineage-lab.rejected-orders",
         "cut: supplier_stats' snapshot is read first, then orders'; every figure is of a snapshot named in range",
     ]
     for d in known:

@@ -1,0 +1,158 @@
+"""The Spark hop's per-day arithmetic, from hand-written snapshot summaries and figures."""
+
+from infra.settings import StackSettings
+from lineage_assets.conservation.balance import OtherWriter
+from lineage_assets.conservation.hops import hops
+from lineage_assets.conservation.spark_days import (
+    DayFigures,
+    assemble,
+    count_along,
+    day_figures,
+    parse_write,
+    partition_delta,
+)
+from lineage_assets.lineage.identity import SPARK_SUPPLIER_STATS_JOB, Pipeline
+from lineage_assets.spark.lineage import RunStatistics, add_statistics
+from lineage_assets.spark.supplier_stats import commit_properties
+
+DAY = "2026-11-25"
+PART = f"bid_time_day={DAY}"
+
+
+def hop():
+    return hops(Pipeline.from_settings(StackSettings()))[SPARK_SUPPLIER_STATS_JOB]
+
+
+def test_the_commit_properties_read_back_as_the_write():
+    props = commit_properties(DAY, 42, input_rows=10, rejected=2, output_rows=5, output_orders=8)
+    assert props["lineage-lab.output-orders"] == "8"
+    write = parse_write(7, {**props, "spark.app.id": "local-1"}, 1000)
+    assert (write.day, write.input_snapshot, write.input_rows, write.rejected, write.output_rows) == (DAY, 42, 10, 2, 5)
+    empty = parse_write(8, commit_properties(DAY, None, 0, 0, 0, 0), 1000)
+    assert empty.input_snapshot is None
+    assert parse_write(9, {"spark.app.id": "local-1", "added-records": "3"}, 1000) is None
+
+
+def test_partition_delta_from_a_summary():
+    flink = {
+        "partition-summaries-included": "true",
+        "changed-partition-count": "1",
+        f"partitions.{PART}": "added-data-files=1,added-records=120,added-files-size=5255",
+    }
+    assert partition_delta(flink, PART) == 120
+    assert partition_delta(flink, "bid_time_day=2026-11-24") == 0, "not listed among the changed partitions"
+    delete = {
+        "partition-summaries-included": "true",
+        f"partitions.{PART}": "added-data-files=1,deleted-data-files=1,added-records=7,deleted-records=9",
+    }
+    assert partition_delta(delete, PART) == -2
+    posdel = {
+        "partition-summaries-included": "true",
+        f"partitions.{PART}": "added-delete-files=1,added-position-delete-files=1,added-position-deletes=1",
+    }
+    assert partition_delta(posdel, PART) is None, "delete files: only a read can tell"
+    assert partition_delta({"changed-partition-count": "0", "total-records": "200"}, PART) == 0
+    assert partition_delta({"total-records": "200"}, PART) == 0, "no file changed"
+    assert partition_delta({"added-records": "5", "changed-partition-count": "2"}, PART) is None
+
+
+def test_count_along_adds_deltas_to_a_remembered_count():
+    chain = [
+        (5, {"partition-summaries-included": "true", f"partitions.{PART}": "added-records=3"}),
+        (4, {"changed-partition-count": "0"}),
+        (3, {"partition-summaries-included": "true", f"partitions.{PART}": "added-records=10"}),
+        (2, {"added-records": "100", "changed-partition-count": "3"}),
+    ]
+    based = []
+
+    def base(sid):
+        based.append(sid)
+        return 100
+
+    assert count_along(chain, PART, {3: 50}.get, base, reaches_start=True) == 53
+    assert based == []
+    # nothing remembered: the walk reaches snapshot 2, whose summary has no partition figures -> its manifests
+    assert count_along(chain, PART, {}.get, base, reaches_start=True) == 113
+    assert based == [2]
+    # the table's whole history summed from nothing
+    chain_from_start = chain[:3]
+    assert count_along(chain_from_start, PART, {}.get, base, reaches_start=True) == 13
+    # an expired parent: the oldest retained snapshot is counted from its manifests
+    assert count_along(chain_from_start, PART, {}.get, base, reaches_start=False) == 103
+
+
+def write(rejected=1, snapshot=77, read=42):
+    props = commit_properties(DAY, read, input_rows=20, rejected=rejected, output_rows=6, output_orders=20 - rejected)
+    return parse_write(snapshot, props, 1_000_000)
+
+
+def test_a_day_balances_when_the_rows_read_are_summarised_or_rejected():
+    d = day_figures(write(), in_now=20, out=19, in_read=20)
+    assert (d.in_, d.out, d.dead_letters, d.pending, d.difference) == (20, 19, 1, 0, 0)
+
+
+def test_new_orders_are_pending_and_removed_ones_are_not():
+    d = day_figures(write(), in_now=25, out=19, in_read=20, pending_since=123.0)
+    assert (d.in_, d.read_rows, d.pending, d.removed, d.difference, d.pending_since) == (25, 20, 5, 0, 0, 123.0)
+    d = day_figures(write(), in_now=17, out=19, in_read=20, pending_since=123.0)
+    assert (d.in_, d.pending, d.removed, d.difference, d.pending_since) == (20, 0, 3, 0, None)
+
+
+def test_a_deleted_row_is_missing_and_its_writer_named():
+    deleter = OtherWriter("s3://warehouse/default/supplier_stats", "snapshot 99 (delete)", -4)
+    d = day_figures(write(), in_now=20, out=15, in_read=20, others=(deleter,))
+    assert d.difference == 4
+    assert d.as_range()["missing"] == 4 and d.as_range()["supplier_stats snapshot"] == 77
+
+
+def test_the_hop_sums_its_days_and_names_each_day():
+    h = hop()
+    a = day_figures(write(), in_now=20, out=19, in_read=20)
+    b = DayFigures("2026-11-24", in_=10, out=7, dead_letters=0, pending=0, read_snapshot=1, write_snapshot=2, removed=0)
+    balance = assemble(h, [a, b], {"orders snapshot now": 9})
+    assert (balance.in_, balance.out, balance.dead_letters, balance.pending) == (30, 26, 1, 0)
+    assert balance.status == "missing" and balance.missing == 3
+    assert balance.range["days"]["2026-11-24"]["missing"] == 3
+    assert any(n.startswith("day 2026-11-24: 3 order(s) missing") for n in balance.notes)
+
+
+def test_a_day_written_before_the_properties_makes_the_hop_unknown():
+    old = DayFigures("2026-11-20", write_snapshot=5, unknown="written before lineage-lab recorded its input")
+    balance = assemble(hop(), [day_figures(write(), 20, 19, 20), old], {})
+    assert balance.status == "unknown"
+    assert "unknown for day 2026-11-20: written before lineage-lab recorded its input" in balance.unknown
+    assert balance.range["days"][DAY]["in"] == 20, "the known days' figures stay in range"
+    assert assemble(hop(), [], {}).status == "unknown"
+
+
+def test_pending_since_is_the_oldest_pending_day():
+    a = day_figures(write(), in_now=22, out=19, in_read=20, pending_since=200.0)
+    b = day_figures(write(snapshot=78), in_now=21, out=19, in_read=20, pending_since=100.0)
+    balance = assemble(hop(), [a, b], {})
+    assert balance.status == "pending" and balance.pending == 3 and balance.pending_since == 100.0
+
+
+def test_statistics_go_on_the_complete_that_reads_and_writes():
+    orders, stats = ("s3://warehouse", "default/orders"), ("s3://warehouse", "default/supplier_stats")
+
+    def ds(pair, facet_kind=None):
+        d = {"namespace": pair[0], "name": pair[1], "facets": {}}
+        if facet_kind:
+            d[facet_kind] = {"inputStatistics" if "input" in facet_kind else "outputStatistics": {"rowCount": 999}}
+        return d
+
+    events = [
+        {"eventType": "START", "inputs": [ds(orders)], "outputs": [ds(stats)]},
+        {"eventType": "COMPLETE", "inputs": [], "outputs": [ds(stats)]},
+        {"eventType": "COMPLETE", "inputs": [ds(orders, "inputFacets")], "outputs": [ds(stats, "outputFacets")]},
+    ]
+    out = add_statistics(events, RunStatistics(orders, stats, 253, 9596, 8, 1721))
+    assert out[0] == events[0] and out[1] == events[1]
+    assert out[2]["inputs"][0]["inputFacets"]["inputStatistics"]["rowCount"] == 253
+    assert out[2]["inputs"][0]["inputFacets"]["inputStatistics"]["size"] == 9596
+    assert out[2]["outputs"][0]["outputFacets"]["outputStatistics"]["rowCount"] == 8
+    assert out[2]["outputs"][0]["outputFacets"]["outputStatistics"]["size"] == 1721
+    assert (
+        "OutputStatisticsOutputDatasetFacet" in out[2]["outputs"][0]["outputFacets"]["outputStatistics"]["_schemaURL"]
+    )
+    assert events[2]["inputs"][0]["inputFacets"]["inputStatistics"]["rowCount"] == 999, "input not changed in place"
