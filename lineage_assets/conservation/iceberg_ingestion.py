@@ -35,7 +35,8 @@ from lineage_assets.flink.iceberg_ingestion import CONSUMER_GROUP
 
 JOB = "iceberg-ingestion"
 #: facts (CountStore) this reader keeps: one per snapshot classified, the last head seen and the history resets
-#: found, and the dead-letter tally
+#: found (both per table UUID: a table dropped and created again starts a history of its own), and the dead-letter
+#: tally
 SNAPSHOT_FACTS = f"{JOB}/snapshots"
 HISTORY_FACTS = f"{JOB}/history"
 DLQ_FACTS = f"{JOB}/dead-letters"
@@ -492,8 +493,8 @@ def _classify_new(table, head: int | None, facts: dict[int, SnapshotFact]) -> di
     return new
 
 
-def _snapshot_facts(stores: Stores) -> dict[int, SnapshotFact]:
-    return {int(k): SnapshotFact.from_json(v) for k, v in stores.counts.facts(SNAPSHOT_FACTS).items()}
+def _snapshot_facts(stores: Stores, kind: str) -> dict[int, SnapshotFact]:
+    return {int(k): SnapshotFact.from_json(v) for k, v in stores.counts.facts(kind).items()}
 
 
 def _tally_dead_letters(stores: Stores, hop: Hop, committed: dict[int, int]) -> tuple[DeadLetterTally, list[str]]:
@@ -578,13 +579,15 @@ def balance(hop: Hop, stores: Stores) -> HopBalance:
     committed = {p: max(c, 0) for p, c in look.committed.items()}  # no commit yet (-1001): nothing below C
 
     # out: classify the snapshots not seen before, then walk the remembered ancestry
-    facts = _snapshot_facts(stores)
+    table_uuid = str(look.table.metadata.table_uuid)
+    snapshot_kind, history_kind = f"{SNAPSHOT_FACTS}/{table_uuid}", f"{HISTORY_FACTS}/{table_uuid}"
+    facts = _snapshot_facts(stores, snapshot_kind)
     new = _classify_new(look.table, look.head, facts)
     if new:
-        stores.counts.put_facts(SNAPSHOT_FACTS, {str(k): v.to_json() for k, v in new.items()})
+        stores.counts.put_facts(snapshot_kind, {str(k): v.to_json() for k, v in new.items()})
         facts.update(new)
     chain, chain_break = ancestry(look.head, facts)
-    history = stores.counts.facts(HISTORY_FACTS)
+    history = stores.counts.facts(history_kind)
     resets = [HistoryReset(**json.loads(v)) for k, v in history.items() if k.startswith("reset:")]
     old_head = json.loads(history["head"]) if "head" in history else None
     reset = history_reset(old_head, chain, facts, int(time.time() * 1000))
@@ -593,7 +596,7 @@ def balance(hop: Hop, stores: Stores) -> HopBalance:
         history[f"reset:{reset.old_head}"] = json.dumps(asdict(reset))
     if look.head is not None:
         history["head"] = json.dumps(look.head)
-    stores.counts.put_facts(HISTORY_FACTS, history)
+    stores.counts.put_facts(history_kind, history)
     if look.head is None:
         held, held_unknown = 0, ""
         head_fact = None

@@ -250,3 +250,28 @@ def test_assemble_names_resets_foreign_dead_letters_and_breaks():
 def test_assemble_is_unknown_when_the_rows_cannot_be_read_from_summaries():
     b = assemble(_hop(), _figures(held=None, held_unknown="it has 2 equality deletes"))
     assert b.status == "unknown" and "2 equality deletes" in b.unknown and b.missing is None
+
+
+class _DownCatalog:
+    """Stores whose catalog does not answer (what pyiceberg raises when the REST port is closed)."""
+
+    class resources:
+        class iceberg:
+            uri = "http://127.0.0.1:1"
+
+    @property
+    def catalog(self):
+        raise ConnectionError("[Errno 111] Connection refused")
+
+
+def test_a_catalog_that_does_not_answer_is_store_unavailable_naming_it():
+    from lineage_assets.conservation.balance import StoreUnavailable
+    from lineage_assets.conservation.iceberg_ingestion import _load_table
+
+    try:
+        _load_table(_DownCatalog(), "default.orders")
+    except StoreUnavailable as exc:
+        assert "Iceberg REST catalog at http://127.0.0.1:1 did not answer" in str(exc)
+        assert "lineage-lab stack up iceberg-catalog" in str(exc)
+    else:
+        raise AssertionError("no StoreUnavailable")
