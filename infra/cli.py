@@ -212,12 +212,13 @@ def _impact(args: argparse.Namespace, settings: StackSettings) -> int:
 
 
 def _reconcile(args: argparse.Namespace, settings: StackSettings) -> int:
+    import getpass
     import json
 
     import dagster as dg
 
     from lineage_assets.checks.conservation import RESOURCE_KEYS
-    from lineage_assets.conservation.reconcile import reconcile
+    from lineage_assets.conservation.reconcile import accept, reconcile
     from lineage_assets.conservation.stores import Stores
     from lineage_assets.lineage.identity import Pipeline
     from lineage_assets.resources import build_resources
@@ -227,9 +228,24 @@ def _reconcile(args: argparse.Namespace, settings: StackSettings) -> int:
     if unknown_jobs:
         print(f"error: no job {unknown_jobs}; the pipeline's jobs: {sorted(pipeline.jobs)}", file=sys.stderr)
         return 2
+    if args.accept and len(args.job) != 1:
+        print("error: --accept needs exactly one --job (the hop whose other writer it accepts)", file=sys.stderr)
+        return 2
     wanted = {k: v for k, v in build_resources(settings).items() if k in RESOURCE_KEYS}
     with dg.build_resources(wanted) as resources:
         stores = Stores(settings, pipeline, resources, deep=args.deep, deep_range={"last": args.deep_last})
+        if args.accept:
+            (now,) = reconcile(stores, jobs=args.job, confirm_after_s=0)
+            named = {w.reference for w in now.other_writers}
+            unknown_refs = sorted(set(args.accept) - named)
+            if unknown_refs:
+                print(
+                    f"error: {unknown_refs} is not another writer of {args.job[0]}'s output now; it names: "
+                    f"{sorted(named) or 'none'}",
+                    file=sys.stderr,
+                )
+                return 2
+            accept(stores, args.job[0], args.accept, by=f"{getpass.getuser()} (lineage-lab reconcile --accept)")
         found = reconcile(stores, jobs=args.job or None, confirm_after_s=args.confirm_after)
     if args.json:
         print(json.dumps([b.as_dict() for b in found], indent=2, default=str))
@@ -315,6 +331,14 @@ def parser() -> argparse.ArgumentParser:
         help="the range --deep audits: the last N records of each input partition (default 10000)",
     )
     rec.add_argument("--job", action="append", default=[], help="only this hop (its job's name); repeatable")
+    rec.add_argument(
+        "--accept",
+        action="append",
+        default=[],
+        metavar="REF",
+        help="accept another writer's change to the --job hop's output as intended (a deletion by request, a "
+        "backfill): REF as the report names it in [brackets]; its rows then leave the balance; repeatable",
+    )
     rec.add_argument(
         "--confirm-after",
         type=float,

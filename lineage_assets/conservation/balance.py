@@ -21,9 +21,16 @@ class OtherWriter:
     output: str  # dataset as namespace/name
     what: str  # the snapshot, object or producer that did it, as a person can look it up
     rows: int
+    #: a stable reference to the change (``snapshot:<id>``, ``object:<key>``, ...), what ``reconcile --accept``
+    #: takes; the description when not given
+    ref: str = ""
+
+    @property
+    def reference(self) -> str:
+        return self.ref or self.what
 
     def as_dict(self) -> dict[str, Any]:
-        return {"output": self.output, "what": self.what, "rows": self.rows}
+        return {"output": self.output, "what": self.what, "rows": self.rows, "ref": self.reference}
 
 
 @dataclass(frozen=True)
@@ -49,6 +56,9 @@ class HopBalance:
     unknown: str = ""
     #: what the figures mean for this hop, one line each (shown with the check)
     notes: tuple[str, ...] = ()
+    #: other writers' changes a person accepted as intended (a deletion by request, a fixture): their rows are
+    #: left out of ``out`` before the balance is judged, and they are listed apart
+    accepted: tuple[OtherWriter, ...] = ()
 
     @property
     def known(self) -> bool:
@@ -103,8 +113,25 @@ class HopBalance:
             f"in {self.in_}, out {self.out}, dead letters {self.dead_letters}, pending {self.pending}, "
             f"missing {self.missing}, duplicates {self.duplicates}"
         )
-        named = "; ".join(f"{w.what}: {w.rows:+d} rows in {w.output}" for w in self.other_writers)
-        return f"{head}: {self.status}: {figures}" + (f"; other writers: {named}" if named else "")
+        named = "; ".join(f"{w.what}: {w.rows:+d} rows in {w.output} [{w.reference}]" for w in self.other_writers)
+        accepted = "; ".join(f"{w.reference}: {w.rows:+d}" for w in self.accepted)
+        return (
+            f"{head}: {self.status}: {figures}"
+            + (f"; other writers: {named}" if named else "")
+            + (f"; accepted changes: {accepted}" if accepted else "")
+        )
+
+    def with_accepted(self, refs: set[str]) -> HopBalance:
+        """This balance with the other writers whose reference is in ``refs`` accepted: their rows leave ``out``."""
+        taken = tuple(w for w in self.other_writers if w.reference in refs)
+        if not taken or self.out is None:
+            return self
+        return replace(
+            self,
+            out=self.out - sum(w.rows for w in taken),
+            other_writers=tuple(w for w in self.other_writers if w.reference not in refs),
+            accepted=self.accepted + taken,
+        )
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON shape of ``lineage-lab reconcile --json``, one object per hop."""
@@ -121,6 +148,7 @@ class HopBalance:
             "range": self.range,
             "status": self.status,
             "other_writers": [w.as_dict() for w in self.other_writers],
+            "accepted": [w.as_dict() for w in self.accepted],
             "pending_since": self.pending_since,
             "unknown": self.unknown or None,
             "notes": list(self.notes),

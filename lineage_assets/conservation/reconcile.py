@@ -5,6 +5,7 @@ commits its outputs and its input offsets in two steps, so one look can fall bet
 from __future__ import annotations
 
 import importlib
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -35,10 +36,25 @@ def reader(job: str) -> Reader:
     return importlib.import_module(READERS[job]).balance
 
 
+ACCEPTED = "accepted"
+
+
+def accept(stores: Stores, job: str, refs: list[str], by: str) -> None:
+    """Record other writers' changes to ``job``'s output as intended (``refs``: their references)."""
+    stamp = json.dumps({"by": by, "at": time.time()})
+    stores.counts.put_facts(ACCEPTED, {f"{job}|{ref}": stamp for ref in refs})
+
+
+def accepted_refs(stores: Stores, job: str) -> set[str]:
+    return {key.split("|", 1)[1] for key in stores.counts.facts(ACCEPTED) if key.startswith(f"{job}|")}
+
+
 def balance_of(hop: Hop, stores: Stores) -> HopBalance:
-    """The hop's balance, or an unknown one saying which store did not answer and what to do."""
+    """The hop's balance, with accepted changes left out, or an unknown one saying which store did not answer and
+    what to do."""
     try:
-        return reader(hop.job.name)(hop, stores)
+        found = reader(hop.job.name)(hop, stores)
+        return found.with_accepted(accepted_refs(stores, hop.job.name))
     except StoreUnavailable as exc:
         return HopBalance(hop.job.name, hop.input.qualified_name, hop.output_names, unknown=str(exc))
     except Exception as exc:  # a reader's failure is an unknown balance of that hop, never another hop's report

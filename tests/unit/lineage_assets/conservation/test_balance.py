@@ -59,7 +59,15 @@ def test_json_shape_of_reconcile():
         "duplicates": 0,
         "range": {"orders offsets": {"0": [0, 1000]}},
         "status": "missing",
-        "other_writers": [{"output": "s3://w/default/orders", "what": "snapshot 42 (delete, pyiceberg)", "rows": -10}],
+        "other_writers": [
+            {
+                "output": "s3://w/default/orders",
+                "what": "snapshot 42 (delete, pyiceberg)",
+                "rows": -10,
+                "ref": "snapshot 42 (delete, pyiceberg)",
+            }
+        ],
+        "accepted": [],
         "pending_since": None,
         "unknown": None,
         "notes": [],
@@ -67,5 +75,5 @@ def test_json_shape_of_reconcile():
     assert b.summary() == (
         "iceberg-ingestion: kafka://b/orders -> s3://w/default/orders, kafka://b/dlq: missing: in 1000, out 980, "
         "dead letters 7, pending 3, missing 10, duplicates 0; other writers: snapshot 42 (delete, pyiceberg): -10 "
-        "rows in s3://w/default/orders"
+        "rows in s3://w/default/orders [snapshot 42 (delete, pyiceberg)]"
     )

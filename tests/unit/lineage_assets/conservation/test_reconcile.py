@@ -6,15 +6,16 @@ import pytest
 
 from infra.settings import StackSettings
 from lineage_assets.conservation import reconcile as rec
-from lineage_assets.conservation.balance import HopBalance, StoreUnavailable
+from lineage_assets.conservation.balance import HopBalance, OtherWriter, StoreUnavailable
+from lineage_assets.conservation.store import CountStore
 from lineage_assets.lineage.identity import Pipeline
 
 PIPELINE = Pipeline.from_settings(StackSettings())
 
 
 @pytest.fixture
-def stores():
-    return SimpleNamespace(pipeline=PIPELINE)
+def stores(tmp_path):
+    return SimpleNamespace(pipeline=PIPELINE, counts=CountStore(tmp_path / "counts.sqlite"))
 
 
 def fake_readers(monkeypatch, looks: dict[str, list]):
@@ -23,7 +24,8 @@ def fake_readers(monkeypatch, looks: dict[str, list]):
             look = looks[job].pop(0)
             if isinstance(look, Exception):
                 raise look
-            return HopBalance(job, hop.input.qualified_name, hop.output_names, *look)
+            writers = look[4:] if len(look) > 4 else ()
+            return HopBalance(job, hop.input.qualified_name, hop.output_names, *look[:4], other_writers=writers)
 
         return read
 
@@ -67,3 +69,22 @@ def test_a_store_that_does_not_answer_makes_that_hop_unknown_and_the_others_stil
     ]
     assert found[0].unknown == "object store at http://127.0.0.1:9000 did not answer; start it"
     assert "KeyError" in found[2].unknown
+
+
+def test_an_accepted_change_of_another_writer_no_longer_counts_and_is_listed_apart(monkeypatch, stores):
+    delete = OtherWriter("s3://warehouse/default/orders", "snapshot 7 (delete, pyiceberg)", -10, "snapshot:7")
+    append = OtherWriter("s3://warehouse/default/orders", "snapshot 9 (append, pyiceberg)", 4, "snapshot:9")
+    fake_readers(monkeypatch, {"iceberg-ingestion": [(100, 94, 0, 0, delete, append)] * 3})
+    (before,) = rec.reconcile(stores, ["iceberg-ingestion"], confirm_after_s=0)
+    assert (before.status, before.missing) == ("missing", 6)
+    rec.accept(stores, "iceberg-ingestion", ["snapshot:7"], by="a test")
+    (after,) = rec.reconcile(stores, ["iceberg-ingestion"], confirm_after_s=0)
+    # 94 held, of which +4 another writer's still counted, -10 accepted: out 104 -> 4 doubled
+    assert (after.out, after.status, after.duplicates) == (104, "duplicates", 4)
+    assert ([w.reference for w in after.accepted], [w.reference for w in after.other_writers]) == (
+        ["snapshot:7"],
+        ["snapshot:9"],
+    )
+    rec.accept(stores, "iceberg-ingestion", ["snapshot:9"], by="a test")
+    (both,) = rec.reconcile(stores, ["iceberg-ingestion"], confirm_after_s=0)
+    assert (both.out, both.status) == (100, "balanced")
