@@ -151,7 +151,7 @@ def other_writer(output: str, fact: SnapshotFact) -> OtherWriter | None:
         return None
     if fact.net == 0 and fact.added == 0 and fact.deleted == 0:
         return None  # a snapshot that changed no rows (properties, an empty commit)
-    return OtherWriter(output, fact.describe(), fact.net)
+    return OtherWriter(output, fact.describe(), fact.net, f"snapshot:{fact.snapshot_id}")
 
 
 def ancestry(head: int | None, facts: Mapping[int, SnapshotFact]) -> tuple[list[SnapshotFact], int | None]:
@@ -330,7 +330,7 @@ def assemble(hop: Hop, fig: Figures) -> HopBalance:
     output = hop.output.qualified_name
     writers = [w for f in fig.chain if (w := other_writer(output, f)) is not None]
     writers.reverse()  # oldest first: the order they happened
-    writers += [OtherWriter(output, r.describe(), r.rows) for r in fig.resets]
+    writers += [OtherWriter(output, r.describe(), r.rows, f"reset:{r.old_head}->{r.new_head}") for r in fig.resets]
     if fig.tally.foreign and hop.dead_letters is not None:
         writers.append(
             OtherWriter(

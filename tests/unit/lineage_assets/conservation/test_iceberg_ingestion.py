@@ -94,7 +94,9 @@ def test_other_writer_names_foreign_changes_but_not_the_job_or_compactions():
     assert other_writer(OUT, fact(5, 4, "replace", SPARK_REWRITE)) is None
     assert other_writer(OUT, fact(6, 5, "append", {"engine-name": "pyiceberg"})) is None  # no rows changed
     deleted = other_writer(OUT, fact(4, 3, "overwrite", PYICEBERG_OVERWRITE))
-    assert deleted == OtherWriter(OUT, "snapshot 4 (overwrite, no engine named, at 2027-01-15T08:00:00.500+00:00)", -10)
+    assert deleted == OtherWriter(
+        OUT, "snapshot 4 (overwrite, no engine named, at 2027-01-15T08:00:00.500+00:00)", -10, "snapshot:4"
+    )
     # an overwrite that replaced 5 rows by 5 others kept the count but changed the data: named with 0
     swapped = other_writer(OUT, fact(7, 6, "overwrite", {"added-records": "5", "deleted-records": "5"}))
     assert swapped is not None and swapped.rows == 0
