@@ -385,7 +385,7 @@ def stats_day_sum(table, snapshot_id: int, day: str) -> int:
 
 def changed_days(table, snapshot) -> dict[str, int]:
     """The days a supplier_stats snapshot changed -> net table rows it added there, from the entries of the
-    manifests it wrote (files it added or removed)."""
+    manifests it wrote (files it added or removed); read once per snapshot (remembered)."""
     from pyiceberg.manifest import DataFileContent, ManifestEntryStatus
 
     changed: dict[str, int] = {}
@@ -397,7 +397,9 @@ def changed_days(table, snapshot) -> dict[str, int]:
             raise Unknowable(f"{table.name()} spec {manifest.partition_spec_id} has no bid_date partition")
         pos, _ = found
         for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=False):
-            if entry.snapshot_id != snapshot.snapshot_id or entry.status == ManifestEntryStatus.EXISTING:
+            # a manifest this snapshot wrote: its ADDED and DELETED entries are its own changes (a writer may keep
+            # the adding snapshot's id on a DELETED entry, so the status says it, not the id)
+            if entry.status == ManifestEntryStatus.EXISTING:
                 continue
             value = entry.data_file.partition[pos]
             if value is None:
