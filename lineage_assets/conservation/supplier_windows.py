@@ -1,0 +1,751 @@
+"""supplier-stats' hop: Kafka ``orders`` -> per-supplier 5 s windows in ``supplier-stats`` + dead letters.
+
+The job fires a window when its event-time clock passes the window's end and again for every order that arrives
+within the allowed lateness, so a window can be written more than once: its LAST firing holds its count. The orders
+a hop has taken in are those below the source group's committed offsets C (committed on each checkpoint, with the
+sinks' Kafka transactions). So:
+
+- ``in``: committed ``orders`` records below C (``KafkaCounter.count``, remembered marks).
+- ``out``: the last ``count`` of every (window_start, supplier) the job wrote, read incrementally
+  (``KafkaCounter.scan``) into a small book remembered in the ``CountStore`` (``WindowBook``). A window that can no
+  longer fire is folded into a closed total: once the job has written a window ending at E, its clock had passed
+  E, so a window ending at or before E - allowed lateness was already purged by Flink and fires no more.
+  Records another producer wrote (no ``lineage-lab-writer: supplier-stats`` header) add the count they claim and
+  are named as an ``OtherWriter``; acknowledged ones (``acknowledge_other_writers``) are left out.
+- ``dead_letters``: committed records of ``orders-dlq-supplier-stats``.
+- ``pending``: orders below C whose window had not fired at the cut. Decided from the tail of ``orders`` only
+  (records stamped after the oldest window that can still be open, found with ``offsets_for_times``): an order
+  whose raw value is in the dead-letter tail is a dead letter; one whose window has a committed firing is out; one
+  whose window ends at or before the event time known to have been reached before the cut is not pending (so a
+  lost window shows as missing); the rest are pending.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import fastavro
+import requests
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+
+from lineage_assets.conservation.balance import HopBalance, OtherWriter, StoreUnavailable
+from lineage_assets.conservation.hops import Hop
+from lineage_assets.conservation.stores import Stores
+
+#: as flink_jobs/supplier_stats.py sets them (a unit test holds the two equal)
+WINDOW_MS = 5_000
+OUT_OF_ORDERNESS_MS = 5_000
+ALLOWED_LATENESS_MS = 5_000
+WRITER_HEADER = "lineage-lab-writer"
+WRITER = "supplier-stats"
+#: the job's source consumer group (commits its offsets on each checkpoint)
+GROUP = "supplier-stats"
+#: the window operator, as Flink's REST API names its vertex
+WINDOW_VERTEX = "per-supplier windows"
+#: how far before the oldest open window the tail of orders is read, by record timestamp: an order stamped earlier
+#: whose bid_time lies in an open window (placed more than this ahead of its record time) is not seen as pending
+TAIL_SLACK_MS = 60_000
+#: a checkpoint completed this recently may not have committed its offsets and transactions yet: wait
+SETTLE_MS = 2_000
+#: the facts kind (``CountStore``) of the window book, and the scan name
+FACTS = "supplier-windows"
+SCAN = "supplier-windows"
+_CUT_ATTEMPTS = 6
+_LONG_MIN = -(2**63)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def utc_text(ms: int) -> str:
+    """The job's window bound format (OrderRule.utcText: seconds, UTC)."""
+    return (_EPOCH + timedelta(milliseconds=ms)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_utc(text: str) -> int:
+    return (
+        int((datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC) - _EPOCH) / timedelta(seconds=1)) * 1000
+    )
+
+
+def window_start(bid_ms: int) -> int:
+    """Flink's tumbling window start (offset 0) of an event time."""
+    return bid_ms - (bid_ms % WINDOW_MS)
+
+
+def window_key(start: str, supplier: str) -> str:
+    return f"{start}|{supplier}"
+
+
+# --- the window book: pure bookkeeping of what the output topic holds -------------------------------------------
+
+
+@dataclass(frozen=True)
+class OutputRecord:
+    """One committed record of the output topic, as far as the book needs it (``window_start`` None: unreadable)."""
+
+    partition: int
+    offset: int
+    timestamp_ms: int
+    headered: bool
+    window_start: str | None = None
+    window_end_ms: int = 0
+    supplier: str = ""
+    count: int = 0
+
+
+@dataclass
+class Span:
+    """Records of one partition, by offset range, and the orders they claim."""
+
+    records: int = 0
+    rows: int = 0
+    first: int = -1
+    last: int = -1
+
+    def add(self, offset: int, rows: int) -> None:
+        self.first = offset if self.records == 0 else min(self.first, offset)
+        self.last = max(self.last, offset)
+        self.records += 1
+        self.rows += rows
+
+    def merge(self, other: Span) -> None:
+        if other.records:
+            self.first = other.first if self.records == 0 else min(self.first, other.first)
+            self.last = max(self.last, other.last)
+            self.records += other.records
+            self.rows += other.rows
+
+
+def _spans_text(spans: dict[int, Span]) -> str:
+    return ", ".join(f"{p}:{s.first}..{s.last}" for p, s in sorted(spans.items()) if s.records)
+
+
+@dataclass
+class WindowBook:
+    """What the output topic holds of the job's windows, kept small: the last count of each window that can still
+    fire, and one closed total for the windows that cannot. Serialized whole into one fact (one write, atomic with
+    the positions it was read up to).
+
+    Records without the writer header written before the first headered record (by record timestamp, any
+    partition) are the job's own, from before it set the header; without a header after it, they are another
+    producer's (``foreign``).
+    """
+
+    positions: dict[int, int] = field(default_factory=dict)
+    windows: dict[str, list[int]] = field(default_factory=dict)  # key -> [count, window end ms]
+    closed_count: int = 0
+    closed_windows: int = 0
+    #: windows ending at or before this were folded into the closed total
+    closed_through_end: int | None = None
+    newest_end: int | None = None
+    header_since_ms: int | None = None
+    legacy_records: int = 0
+    #: firings of a window after it was closed (only a job restarted without its state does that): counts added
+    reopened: int = 0
+    unreadable: Span = field(default_factory=Span)
+    foreign: dict[int, Span] = field(default_factory=dict)
+    acknowledged: dict[int, Span] = field(default_factory=dict)
+
+    # the figures
+    @property
+    def job_out(self) -> int:
+        return self.closed_count + sum(c for c, _ in self.windows.values())
+
+    @property
+    def foreign_rows(self) -> int:
+        return sum(s.rows for s in self.foreign.values())
+
+    @property
+    def out(self) -> int:
+        return self.job_out + self.foreign_rows
+
+    @property
+    def fired_through(self) -> int | None:
+        """The event time the job's clock had reached when it wrote its newest window (end - 1: Flink fires at
+        window.maxTimestamp)."""
+        return None if self.newest_end is None else self.newest_end - 1
+
+    def has_firing(self, key: str) -> bool:
+        return key in self.windows
+
+    # bookkeeping
+    def add(self, records: list[OutputRecord]) -> None:
+        """Take newly read records (any partitions); within a partition in offset order (last firing wins)."""
+        headered = [r.timestamp_ms for r in records if r.headered]
+        if self.header_since_ms is None and headered:
+            self.header_since_ms = min(headered)
+        for r in sorted(records, key=lambda r: (r.partition, r.offset)):
+            self.positions[r.partition] = max(self.positions.get(r.partition, 0), r.offset + 1)
+            legacy = not r.headered and (self.header_since_ms is None or r.timestamp_ms < self.header_since_ms)
+            if not r.headered and not legacy:
+                self.foreign.setdefault(r.partition, Span()).add(r.offset, max(r.count, 0))
+                continue
+            if legacy:
+                self.legacy_records += 1
+            if r.window_start is None:
+                self.unreadable.add(r.offset, 0)
+                continue
+            key = window_key(r.window_start, r.supplier)
+            closed = self.closed_through_end is not None and r.window_end_ms <= self.closed_through_end
+            if key not in self.windows and closed:
+                self.reopened += 1
+            self.windows[key] = [r.count, r.window_end_ms]
+            self.newest_end = r.window_end_ms if self.newest_end is None else max(self.newest_end, r.window_end_ms)
+
+    def prune(self) -> int:
+        """Fold the windows that can no longer fire into the closed total; returns how many."""
+        if self.newest_end is None:
+            return 0
+        bound = self.newest_end - ALLOWED_LATENESS_MS
+        done = [k for k, (_, end) in self.windows.items() if end <= bound]
+        for k in done:
+            count, end = self.windows.pop(k)
+            self.closed_count += count
+            self.closed_windows += 1
+            self.closed_through_end = end if self.closed_through_end is None else max(self.closed_through_end, end)
+        return len(done)
+
+    def acknowledge(self, through: dict[int, int] | None = None) -> dict[int, Span]:
+        """Move foreign records (of every partition, or those with their last offset at or below ``through[p]``)
+        to the acknowledged ones; a partition with foreign records past ``through`` raises (not all reviewed)."""
+        chosen = [p for p in self.foreign if through is None or p in through]
+        for p in chosen:  # all or nothing
+            if through is not None and self.foreign[p].last > through[p]:
+                raise ValueError(
+                    f"partition {p} holds foreign records up to offset {self.foreign[p].last}, past the {through[p]} "
+                    "acknowledged: review them first"
+                )
+        moved = {p: self.foreign.pop(p) for p in chosen}
+        for p, span in moved.items():
+            self.acknowledged.setdefault(p, Span()).merge(span)
+        return moved
+
+    def other_writers(self, output: str, topic: str) -> tuple[OtherWriter, ...]:
+        records = sum(s.records for s in self.foreign.values())
+        if not records:
+            return ()
+        what = (
+            f"{records} records without the job's writer header ({WRITER_HEADER}: {WRITER}), {topic} offsets "
+            f"{_spans_text(self.foreign)}"
+        )
+        return (OtherWriter(output, what, self.foreign_rows),)
+
+    # persistence
+    def to_json(self) -> str:
+        def spans(d: dict[int, Span]) -> dict[str, list[int]]:
+            return {str(p): [s.records, s.rows, s.first, s.last] for p, s in d.items()}
+
+        return json.dumps(
+            {
+                "positions": {str(p): o for p, o in self.positions.items()},
+                "windows": self.windows,
+                "closed": [self.closed_count, self.closed_windows, self.closed_through_end],
+                "newest_end": self.newest_end,
+                "header_since_ms": self.header_since_ms,
+                "legacy_records": self.legacy_records,
+                "reopened": self.reopened,
+                "unreadable": [self.unreadable.records, 0, self.unreadable.first, self.unreadable.last],
+                "foreign": spans(self.foreign),
+                "acknowledged": spans(self.acknowledged),
+            },
+            sort_keys=True,
+        )
+
+    @classmethod
+    def from_json(cls, text: str | None) -> WindowBook:
+        if not text:
+            return cls()
+        d = json.loads(text)
+
+        def spans(raw: dict[str, list[int]]) -> dict[int, Span]:
+            return {int(p): Span(*v) for p, v in raw.items()}
+
+        closed = d.get("closed") or [0, 0, None]
+        return cls(
+            positions={int(p): o for p, o in d.get("positions", {}).items()},
+            windows={k: list(v) for k, v in d.get("windows", {}).items()},
+            closed_count=closed[0],
+            closed_windows=closed[1],
+            closed_through_end=closed[2],
+            newest_end=d.get("newest_end"),
+            header_since_ms=d.get("header_since_ms"),
+            legacy_records=d.get("legacy_records", 0),
+            reopened=d.get("reopened", 0),
+            unreadable=Span(*d["unreadable"]) if d.get("unreadable") else Span(),
+            foreign=spans(d.get("foreign", {})),
+            acknowledged=spans(d.get("acknowledged", {})),
+        )
+
+
+# --- pending: the tail of orders against the book --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TailOrder:
+    """A committed ``orders`` record below C in the tail (``supplier`` None: not an order Python can decode)."""
+
+    partition: int
+    offset: int
+    timestamp_ms: int
+    raw: bytes | None
+    supplier: str | None = None
+    bid_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class Pending:
+    orders: int
+    since_ms: int | None
+    #: window end (ms) -> pending orders in it
+    windows: dict[int, int]
+
+
+def pending_orders(
+    tail: list[TailOrder], dead_raw: Counter[bytes], book: WindowBook, fired_through: int | None
+) -> Pending:
+    """Orders of the tail whose window had not fired at the cut: not dead-lettered (matched by raw value), a
+    window with no committed firing, ending after ``fired_through`` (the event time the job's clock is known to
+    have reached before the cut; a window ending at or before it fired before the cut, so an order of it not in
+    the output is missing, not pending)."""
+    dead = Counter(dead_raw)
+    count, since, windows = 0, None, Counter()
+    for order in tail:
+        if order.raw is not None and dead[order.raw] > 0:
+            dead[order.raw] -= 1
+            continue
+        if order.supplier is None or order.bid_ms is None:
+            continue  # the job dead-letters it; not being in the dead letters makes it missing
+        start = window_start(order.bid_ms)
+        max_ts = start + WINDOW_MS - 1
+        if fired_through is not None and max_ts <= fired_through:
+            continue
+        if book.has_firing(window_key(utc_text(start), order.supplier)):
+            continue
+        count += 1
+        windows[start + WINDOW_MS] += 1
+        since = order.timestamp_ms if since is None else min(since, order.timestamp_ms)
+    return Pending(count, since, dict(windows))
+
+
+def tail_start_ms(fired_through: int | None) -> int | None:
+    """The record timestamp the tail of orders (and of dead letters) is read from: the oldest window that can hold
+    a pending order starts after ``fired_through - window``; records are stamped after their bid_time, less
+    out-of-orderness, lateness and a slack for clocks. None: from the log start (nothing known yet)."""
+    if fired_through is None:
+        return None
+    return max(fired_through - WINDOW_MS - OUT_OF_ORDERNESS_MS - ALLOWED_LATENESS_MS - TAIL_SLACK_MS, 0)
+
+
+# --- decoding ---------------------------------------------------------------------------------------------------
+
+
+class AvroValues:
+    """Confluent wire-format Avro values decoded with their writer schema from the registry (one fetch per id)."""
+
+    def __init__(self, registry) -> None:
+        self.registry = registry
+        self._schemas: dict[int, Any] = {}
+
+    def decode(self, value: bytes | None) -> dict | None:
+        """The record, or None when it is not wire format / does not decode (a bad record, not a store fault)."""
+        if not value or len(value) < 5 or value[0] != 0:
+            return None
+        schema_id = int.from_bytes(value[1:5], "big")
+        if schema_id not in self._schemas:
+            try:
+                found = self.registry.client().get_schema(schema_id)
+            except Exception as exc:
+                status = getattr(exc, "http_status_code", None)
+                if status == 404:
+                    self._schemas[schema_id] = None
+                    return None
+                raise StoreUnavailable(
+                    f"the schema registry at {self.registry.url} did not answer for schema id {schema_id} ({exc}); "
+                    "start it (`lineage-lab stack up schema-registry`) or check LINEAGE_LAB_SCHEMA_REGISTRY_*, "
+                    "then reconcile again"
+                ) from exc
+            self._schemas[schema_id] = fastavro.parse_schema(json.loads(found.schema_str))
+        schema = self._schemas[schema_id]
+        if schema is None:
+            return None
+        try:
+            record = fastavro.schemaless_reader(io.BytesIO(value[5:]), schema)
+        except Exception:
+            return None
+        return record if isinstance(record, dict) else None
+
+
+def _millis(value: Any) -> int | None:
+    if isinstance(value, datetime):
+        return (value - _EPOCH) // timedelta(milliseconds=1)
+    if isinstance(value, int):
+        return value
+    return None
+
+
+def output_record(msg: Message, avro: AvroValues) -> OutputRecord:
+    """A supplier-stats record as the book needs it: the writer header, and the window when it reads (Avro as the
+    job writes it; JSON as a hand-made record might be)."""
+    headered = any(k == WRITER_HEADER and v == WRITER.encode() for k, v in (msg.headers() or []))
+    value = msg.value()
+    record = avro.decode(value)
+    if record is None and value:
+        try:
+            loaded = json.loads(value)
+            record = loaded if isinstance(loaded, dict) else None
+        except (ValueError, UnicodeDecodeError):
+            record = None
+    base = OutputRecord(msg.partition(), msg.offset(), msg.timestamp()[1], headered)
+    try:
+        start, end = str(record["window_start"]), str(record["window_end"])
+        supplier, count = str(record["supplier"]), int(record["count"])
+        return OutputRecord(
+            base.partition, base.offset, base.timestamp_ms, headered, start, parse_utc(end), supplier, count
+        )
+    except (TypeError, KeyError, ValueError):
+        return base
+
+
+def tail_order(msg: Message, avro: AvroValues) -> TailOrder:
+    value = msg.value()
+    record = avro.decode(value)
+    supplier = record.get("supplier") if record else None
+    bid = _millis(record.get("bid_time")) if record else None
+    ok = isinstance(supplier, str) and bid is not None
+    return TailOrder(
+        msg.partition(), msg.offset(), msg.timestamp()[1], value, supplier if ok else None, bid if ok else None
+    )
+
+
+def dead_raw_value(msg: Message) -> bytes | None:
+    """The raw order a dead letter carries (JSON, bytes as base64)."""
+    try:
+        raw = json.loads(msg.value() or b"null").get("raw_value")
+        return base64.b64decode(raw) if isinstance(raw, str) else None
+    except (ValueError, AttributeError):
+        return None
+
+
+# --- the stores -------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    id: int
+    trigger_ms: int
+    ack_ms: int
+
+
+class FlinkView:
+    """What the reader needs of the running job over REST: its newest completed checkpoint and the window
+    operator's input watermark."""
+
+    def __init__(self, stores: Stores) -> None:
+        self.client = stores.flink
+        self.url = self.client.url
+
+    def _get(self, path: str) -> Any:
+        try:
+            resp = requests.get(f"{self.url}{path}", timeout=self.client.timeout)
+        except requests.RequestException as exc:
+            raise self._unavailable(exc) from exc
+        if resp.status_code >= 400:
+            raise self._unavailable(f"GET {path}: HTTP {resp.status_code}")
+        return resp.json()
+
+    def _unavailable(self, exc: Any) -> StoreUnavailable:
+        return StoreUnavailable(
+            f"Flink's REST API at {self.url} did not answer ({exc}); start Flink (`lineage-lab stack up flink`) or "
+            "point LINEAGE_LAB_EXTERNAL_FLINK at the cluster, then reconcile again"
+        )
+
+    def running_job(self) -> str | None:
+        try:
+            job = self.client.active(WRITER)
+        except Exception as exc:
+            raise self._unavailable(exc) from exc
+        return job.jid if job is not None and job.state == "RUNNING" else None
+
+    def checkpoint(self, jid: str) -> Checkpoint | None:
+        latest = ((self._get(f"/jobs/{jid}/checkpoints").get("latest") or {}).get("completed")) or None
+        if not latest:
+            return None
+        return Checkpoint(int(latest["id"]), int(latest["trigger_timestamp"]), int(latest["latest_ack_timestamp"]))
+
+    def watermark(self, jid: str) -> int | None:
+        """The window operator's input watermark (lowest of its subtasks); None when it has none yet."""
+        vertices = self._get(f"/jobs/{jid}").get("vertices", [])
+        vertex = next((v for v in vertices if v["name"].startswith(WINDOW_VERTEX)), None)
+        if vertex is None:
+            return None
+        marks = [int(m["value"]) for m in self._get(f"/jobs/{jid}/vertices/{vertex['id']}/watermarks")]
+        if not marks or min(marks) <= _LONG_MIN + 1:
+            return None
+        return min(marks)
+
+
+@dataclass(frozen=True)
+class Cut:
+    committed: dict[int, int]  # orders partition -> C (log start when the group has none)
+    output_end: dict[int, tuple[int, int]]
+    dlq_end: dict[int, tuple[int, int]]
+    checkpoint: Checkpoint | None
+    steady: bool
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def take_cut(hop: Hop, stores: Stores, flink: FlinkView, jid: str | None, sleep=time.sleep) -> Cut:
+    """C, the output's end, the DLQ's end, C again (and the newest checkpoint around them); taken again while
+    anything moved or a checkpoint has just completed (its commits may still be on their way)."""
+    topic = hop.input.name
+    partitions = sorted(stores.kafka.offsets(topic))
+    cut = None
+    for _ in range(_CUT_ATTEMPTS):
+        before = flink.checkpoint(jid) if jid else None
+        if before is not None and _now_ms() - before.ack_ms < SETTLE_MS:
+            sleep((SETTLE_MS - (_now_ms() - before.ack_ms)) / 1000)
+            continue
+        c1 = stores.kafka.committed(topic, GROUP, partitions)
+        out = stores.kafka.offsets(hop.output.name)
+        dlq = stores.kafka.offsets(hop.dead_letters.name) if hop.dead_letters else {}
+        c2 = stores.kafka.committed(topic, GROUP, partitions)
+        after = flink.checkpoint(jid) if jid else None
+        steady = c1 == c2 and before == after
+        cut = Cut({p: max(o, 0) for p, o in c2.items()}, out, dlq, after, steady)
+        if steady:
+            return cut
+        sleep(0.5)
+    if cut is None:  # every attempt waited for a checkpoint to settle: take one anyway
+        c = stores.kafka.committed(topic, GROUP, partitions)
+        cut = Cut(
+            {p: max(o, 0) for p, o in c.items()},
+            stores.kafka.offsets(hop.output.name),
+            stores.kafka.offsets(hop.dead_letters.name) if hop.dead_letters else {},
+            flink.checkpoint(jid) if jid else None,
+            False,
+        )
+    return cut
+
+
+def _consumer(stores: Stores) -> Consumer:
+    return Consumer(
+        stores.kafka.connection.client_config(
+            **{
+                "group.id": f"lineage-lab-reconcile-{SCAN}",
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+                "isolation.level": "read_committed",
+                "auto.offset.reset": "earliest",
+            }
+        )
+    )
+
+
+def read_range(stores: Stores, topic: str, ranges: dict[int, tuple[int, int]], since_ms: int | None) -> list[Message]:
+    """Committed records of ``topic`` from the first stamped at or after ``since_ms`` (None: the log start) up to
+    each partition's end offset; ranges: partition -> (log start, end)."""
+    consumer = _consumer(stores)
+    found: list[Message] = []
+    where = f"reading {topic} from {utc_text(since_ms) if since_ms is not None else 'its log start'}"
+    try:
+        starts = {p: lo for p, (lo, _) in ranges.items()}
+        if since_ms is not None:
+            timed = consumer.offsets_for_times(
+                [TopicPartition(topic, p, since_ms) for p in ranges], timeout=stores.kafka.timeout
+            )
+            for tp in timed:
+                lo, end = ranges[tp.partition]
+                starts[tp.partition] = end if tp.offset < 0 else max(tp.offset, lo)
+        for p, (_, end) in sorted(ranges.items()):
+            if starts[p] >= end:
+                continue
+            consumer.assign([TopicPartition(topic, p, starts[p])])
+            quiet_since = time.monotonic()
+            done = False
+            while not done:
+                batch = consumer.consume(1000, timeout=0.2)
+                if not batch and time.monotonic() - quiet_since > 15:
+                    raise StoreUnavailable(
+                        f"Kafka at {stores.kafka.connection.bootstrap} stalled while {where}; check the broker "
+                        "(`lineage-lab stack status`), then reconcile again"
+                    )
+                for msg in batch:
+                    quiet_since = time.monotonic()
+                    err = msg.error()
+                    if err is not None and err.code() == KafkaError._PARTITION_EOF:
+                        done = True
+                        break
+                    if err is not None:
+                        raise StoreUnavailable(f"Kafka at {stores.kafka.connection.bootstrap}: {err} while {where}")
+                    if msg.offset() >= end:
+                        done = True
+                        break
+                    found.append(msg)
+                    if msg.offset() + 1 >= end:
+                        done = True
+                        break
+    except KafkaException as exc:
+        raise StoreUnavailable(
+            f"Kafka at {stores.kafka.connection.bootstrap} did not answer while {where} ({exc}); start the broker "
+            "(`lineage-lab stack up kafka`), then reconcile again"
+        ) from exc
+    finally:
+        consumer.close()
+    return found
+
+
+def read_book(hop: Hop, stores: Stores, cut: Cut, avro: AvroValues) -> WindowBook:
+    """The remembered book brought up to the cut's output end (new records only), pruned and saved."""
+    topic = hop.output.name
+    book = WindowBook.from_json(stores.counts.facts(FACTS).get("book"))
+    for p, (log_start, _) in cut.output_end.items():
+        position = book.positions.get(p)
+        if position is not None and position < log_start:
+            raise StoreUnavailable(
+                f"{topic}[{p}]: retention deleted offsets {position}..{log_start - 1} before the reconciliation "
+                "read them; run reconcile more often than the topic's retention deletes, or increase its retention.ms"
+            )
+        # the book is the truth of what was read: the scan resumes where the book stands
+        stores.counts.set_scan_position(SCAN, topic, p, position if position is not None else log_start)
+    seen: list[OutputRecord] = []
+
+    def handle(msg: Message) -> None:
+        if msg.offset() < cut.output_end[msg.partition()][1]:  # past the cut: read again next time
+            seen.append(output_record(msg, avro))
+
+    stores.kafka.scan(SCAN, topic, handle)
+    book.add(seen)
+    for p, (log_start, end) in cut.output_end.items():
+        book.positions[p] = max(book.positions.get(p, log_start), end)
+        stores.counts.set_scan_position(SCAN, topic, p, book.positions[p])
+    book.prune()
+    stores.counts.put_facts(FACTS, {"book": book.to_json()})
+    return book
+
+
+def acknowledge_other_writers(stores: Stores, through: dict[int, int] | None = None) -> list[OtherWriter]:
+    """The repair of records another producer put into supplier-stats (Kafka cannot delete them from the middle of
+    a partition): once a person has dealt with them (stopped the producer, told the consumers), they are
+    acknowledged here and no longer counted nor named; later foreign records are again. ``through``: partition ->
+    the last offset reviewed (a partition holding foreign records past it refuses); None: all named so far."""
+    book = WindowBook.from_json(stores.counts.facts(FACTS).get("book"))
+    moved = book.acknowledge(through)
+    stores.counts.put_facts(FACTS, {"book": book.to_json()})
+    return [OtherWriter(WRITER, f"acknowledged offsets {_spans_text({p: s})}", s.rows) for p, s in moved.items()]
+
+
+def balance(hop: Hop, stores: Stores, sleep=time.sleep) -> HopBalance:
+    """supplier-stats' balance at one cut (see the module doc)."""
+    flink = FlinkView(stores)
+    avro = AvroValues(stores.resources.kafka.registry())
+    jid = flink.running_job()
+    t0 = _now_ms()
+    w0 = flink.watermark(jid) if jid else None
+    for attempt in range(2):
+        cut = take_cut(hop, stores, flink, jid, sleep)
+        book = read_book(hop, stores, cut, avro)
+        # the event time the clock had surely reached before the cut's checkpoint: the newest window written (its
+        # firing is committed), and the watermark read before that checkpoint was triggered
+        before_cut = w0 if cut.checkpoint and cut.checkpoint.trigger_ms > t0 else None
+        fired_through = max((t for t in (book.fired_through, before_cut) if t is not None), default=None)
+        since = tail_start_ms(fired_through)
+        input_range = {p: (lo, cut.committed[p]) for p, (lo, _) in stores.kafka.offsets(hop.input.name).items()}
+        tail = [tail_order(m, avro) for m in read_range(stores, hop.input.name, input_range, since)]
+        dead_tail = read_range(stores, hop.dead_letters.name, cut.dlq_end, since) if hop.dead_letters else []
+        dead_raw = Counter(r for r in (dead_raw_value(m) for m in dead_tail) if r is not None)
+        pending = pending_orders(tail, dead_raw, book, fired_through)
+        now_mark = flink.watermark(jid) if jid else None
+        # a pending window the clock has passed may have fired after the checkpoint (its output not committed yet)
+        # or be lost: one checkpoint triggered after w0 was read tells (then w0 bounds what fired before it)
+        doubtful = now_mark is not None and any(end - 1 <= now_mark for end in pending.windows)
+        if attempt or not doubtful or (cut.checkpoint and cut.checkpoint.trigger_ms > t0):
+            break
+        _wait_for_checkpoint_after(flink, jid, t0, sleep)
+    ins = stores.kafka.count(hop.input.name, {p: [c] for p, c in cut.committed.items()})
+    dlq = stores.kafka.count(hop.dead_letters.name, {p: [end] for p, (_, end) in cut.dlq_end.items()})
+    notes = [
+        f"cut: checkpoint {cut.checkpoint.id if cut.checkpoint else '-'}; the group's committed offsets C read "
+        "before and after the output's and dead letters' ends"
+        + (" (unchanged)" if cut.steady else " (still moving after retries: figures may be one checkpoint apart)"),
+        "in: committed orders below C; out: the last count of each (window_start, supplier) the job wrote "
+        f"({book.closed_windows} closed windows folded into {book.closed_count}, {len(book.windows)} windows open) "
+        "plus the counts claimed by other producers' records",
+        "pending: orders below C (tail read from "
+        + (utc_text(since) if since is not None else "the log start")
+        + ") in windows with no committed firing ending after event time "
+        + (utc_text(fired_through) if fired_through is not None else "- (nothing fired yet)")
+        + "; dead letters matched by raw value",
+    ]
+    if jid is None:
+        notes.append(
+            "the job is not running: no watermark; windows not written yet count as pending (they fire when it "
+            "resumes from its checkpoint), so a window lost after the newest one written cannot be told yet"
+        )
+    elif doubtful:
+        notes.append(
+            "some pending windows are behind the job's clock: they fired after the last checkpoint or were lost; "
+            "the next checkpoint tells"
+        )
+    if book.header_since_ms is None:
+        notes.append(f"no record carries the {WRITER_HEADER} header yet: every record counts as the job's")
+    elif book.legacy_records:
+        notes.append(
+            f"{book.legacy_records} records without the header written before {utc_text(book.header_since_ms)} "
+            "(the first headered one) count as the job's"
+        )
+    if book.reopened:
+        notes.append(f"{book.reopened} windows fired again after they had closed (a restart without state)")
+    if book.unreadable.records:
+        notes.append(f"{book.unreadable.records} of the job's records did not decode (counted 0)")
+    acked = sum(s.records for s in book.acknowledged.values())
+    if acked:
+        notes.append(
+            f"{acked} acknowledged foreign records ({sum(s.rows for s in book.acknowledged.values())} rows claimed, "
+            f"offsets {_spans_text(book.acknowledged)}) are not counted"
+        )
+    return HopBalance(
+        job=hop.job.name,
+        input=hop.input.qualified_name,
+        outputs=hop.output_names,
+        in_=sum(c.records for c in ins.values()),
+        out=book.out,
+        dead_letters=sum(c.records for c in dlq.values()),
+        pending=pending.orders,
+        range={
+            hop.input.name: {str(p): c for p, c in cut.committed.items()},
+            hop.output.name: {str(p): end for p, (_, end) in cut.output_end.items()},
+            (hop.dead_letters.name if hop.dead_letters else "dead_letters"): {
+                str(p): end for p, (_, end) in cut.dlq_end.items()
+            },
+            "checkpoint": cut.checkpoint.id if cut.checkpoint else None,
+            "watermark": utc_text(now_mark) if now_mark is not None else None,
+            "fired_through": utc_text(fired_through) if fired_through is not None else None,
+            "windows": {
+                "closed_through": utc_text(book.closed_through_end) if book.closed_through_end else None,
+                "newest_end": utc_text(book.newest_end) if book.newest_end else None,
+                "open": len(book.windows),
+            },
+        },
+        other_writers=book.other_writers(hop.output.qualified_name, hop.output.name),
+        pending_since=pending.since_ms / 1000 if pending.since_ms is not None else None,
+        notes=tuple(notes),
+    )
+
+
+def _wait_for_checkpoint_after(flink: FlinkView, jid: str, t_ms: int, sleep, timeout_s: float = 30.0) -> None:
+    """Until a checkpoint triggered after ``t_ms`` has completed (and settled), at most ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        ck = flink.checkpoint(jid)
+        if ck is not None and ck.trigger_ms > t_ms and _now_ms() - ck.ack_ms >= SETTLE_MS:
+            return
+        sleep(0.5)

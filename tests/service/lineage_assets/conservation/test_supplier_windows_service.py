@@ -1,0 +1,212 @@
+"""supplier-stats' hop on the running stack, judged by an independent consumer: it balances when the stream is
+quiet; three windows produced straight into supplier-stats by a plain producer are reported as duplicates with the
+other writer named; acknowledging them (the repair: Kafka cannot delete records from a partition's middle) clears
+it, in the test's count store and in the stack's own."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import dagster as dg
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+
+from infra.settings import StackSettings
+from lineage_assets.conservation import supplier_windows
+from lineage_assets.conservation.hops import hops
+from lineage_assets.conservation.store import CountStore
+from lineage_assets.conservation.stores import Stores
+from lineage_assets.lineage.identity import Pipeline
+from lineage_assets.resources import build_resources
+
+pytestmark = pytest.mark.service
+
+ORDERS, OUTPUT, DLQ, GROUP = "orders", "supplier-stats", "orders-dlq-supplier-stats", "supplier-stats"
+HEADER = ("lineage-lab-writer", b"supplier-stats")
+
+
+@dataclass(frozen=True)
+class Judged:
+    """Figures read by the test's own consumer."""
+
+    committed: dict[int, int]
+    ends: tuple
+    in_: int
+    job_out: int  # last count per (window_start, supplier) of the job's records
+    foreign: dict[tuple[int, int], int]  # (partition, offset) -> count of records without the header
+    dead_letters: int
+
+
+def _records(settings: StackSettings, topic: str, stop: dict[int, int] | None = None) -> list:
+    """Every committed record of ``topic`` (below ``stop[p]`` when given), read from the log start."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": settings.kafka_bootstrap,
+            "group.id": f"test-supplier-windows-{time.time_ns()}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "isolation.level": "read_committed",
+        }
+    )
+    found = []
+    try:
+        parts = sorted(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
+        for p in parts:
+            lo, hi = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            end = hi if stop is None else min(stop[p], hi)
+            if lo >= end:
+                continue
+            consumer.assign([TopicPartition(topic, p, lo)])
+            done = False
+            while not done:
+                for msg in consumer.consume(500, timeout=1.0):
+                    if msg.error() is not None:
+                        assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
+                        done = True
+                        break
+                    if msg.offset() >= end:
+                        done = True
+                        break
+                    found.append(msg)
+    finally:
+        consumer.close()
+    return found
+
+
+def judge(settings: StackSettings) -> Judged:
+    admin = Consumer({"bootstrap.servers": settings.kafka_bootstrap, "group.id": GROUP, "enable.auto.commit": False})
+    try:
+        parts = sorted(admin.list_topics(ORDERS, timeout=10).topics[ORDERS].partitions)
+        committed = {
+            tp.partition: max(tp.offset, 0)
+            for tp in admin.committed([TopicPartition(ORDERS, p) for p in parts], timeout=10)
+        }
+        ends = tuple(
+            admin.get_watermark_offsets(TopicPartition(t, p), timeout=10, cached=False)[1]
+            for t in (ORDERS, OUTPUT, DLQ)
+            for p in sorted(admin.list_topics(t, timeout=10).topics[t].partitions)
+        )
+    finally:
+        admin.close()
+    decode = AvroDeserializer(SchemaRegistryClient({"url": settings.schema_registry_url}))
+    stats = _records(settings, OUTPUT)
+    headered = [m.timestamp()[1] for m in stats if HEADER in (m.headers() or [])]
+    since = min(headered) if headered else None  # unheadered records before the job set its header are its own
+    last: dict[tuple[str, str], int] = {}
+    foreign: dict[tuple[int, int], int] = {}
+    for m in sorted(stats, key=lambda m: (m.partition(), m.offset())):
+        value = decode(m.value(), SerializationContext(OUTPUT, MessageField.VALUE))
+        if HEADER in (m.headers() or []) or since is None or m.timestamp()[1] < since:
+            last[(value["window_start"], value["supplier"])] = value["count"]
+        else:
+            foreign[(m.partition(), m.offset())] = value["count"]
+    return Judged(
+        committed,
+        ends,
+        len(_records(settings, ORDERS, committed)),
+        sum(last.values()),
+        foreign,
+        len(_records(settings, DLQ)),
+    )
+
+
+@pytest.fixture()
+def stack(tmp_path):
+    settings = StackSettings.from_env()
+    pipeline = Pipeline.from_settings(settings)
+    wanted = {
+        k: v
+        for k, v in build_resources(settings).items()
+        if k in ("kafka", "iceberg", "object_store", "flink", "connect", "source_db")
+    }
+    with dg.build_resources(wanted) as res:
+        stores = Stores(settings, pipeline, res)
+        stores.counts = CountStore(tmp_path / "counts.sqlite")
+        own = Stores(settings, pipeline, res)  # the stack's count store, which the checks and the CLI use
+        yield settings, hops(pipeline)["supplier-stats"], stores, own
+
+
+def quiet_balance(settings, hop, stores, known_foreign: dict | None = None, deadline_s: float = 240.0):
+    """A balance taken while the independent figures stand still and the stream is quiet (in = out + dead
+    letters by the judge's own count: nothing pending); returns (balance, judged)."""
+    deadline = time.monotonic() + deadline_s
+    last = None
+    while time.monotonic() < deadline:
+        before = judge(settings)
+        if before.in_ == before.job_out + before.dead_letters:
+            found = supplier_windows.balance(hop, stores)
+            after = judge(settings)
+            if after == before:
+                return found, before
+        last = before
+        time.sleep(3)
+    raise AssertionError(f"the stream did not stand still and quiet within {deadline_s:.0f} s: {last}")
+
+
+def test_balances_then_names_a_foreign_producer_and_clears_once_acknowledged(stack) -> None:
+    settings, hop, stores, own = stack
+    b, j = quiet_balance(settings, hop, stores)
+    assert not j.foreign, f"foreign records already in {OUTPUT}: {j.foreign}"
+    assert (b.in_, b.out, b.dead_letters, b.pending) == (j.in_, j.job_out, j.dead_letters, 0)
+    assert b.status == "balanced" and b.other_writers == ()
+    assert b.range["orders"] == {str(p): c for p, c in j.committed.items()}
+
+    # the fault: three windows produced straight into the topic, Avro as the job writes them, count 2 each
+    client = SchemaRegistryClient({"url": settings.schema_registry_url})
+    serialize = AvroSerializer(
+        client,
+        client.get_latest_version(f"{OUTPUT}-value").schema.schema_str,
+        conf={"auto.register.schemas": False, "use.latest.version": True},
+    )
+    producer = Producer({"bootstrap.servers": settings.kafka_bootstrap})
+    written: list[tuple[int, int]] = []
+
+    def delivered(err, msg) -> None:
+        assert err is None, err
+        written.append((msg.partition(), msg.offset()))
+
+    for supplier in ("Zed", "Yan", "Xia"):
+        value = {
+            "window_start": "2026-01-01T00:00:00Z",
+            "window_end": "2026-01-01T00:00:05Z",
+            "supplier": supplier,
+            "total_price": 10.0,
+            "count": 2,
+        }
+        producer.produce(
+            OUTPUT,
+            key=supplier.encode(),
+            value=serialize(value, SerializationContext(OUTPUT, MessageField.VALUE)),
+            on_delivery=delivered,
+        )
+    assert producer.flush(30) == 0 and len(written) == 3
+    through: dict[int, int] = {}
+    for p, o in written:
+        through[p] = max(through.get(p, -1), o)
+    try:
+        b, j = quiet_balance(settings, hop, stores)
+        assert set(j.foreign) == set(written) and sum(j.foreign.values()) == 6
+        assert b.status == "duplicates" and b.duplicates == 6
+        assert (b.in_, b.out, b.dead_letters, b.pending) == (j.in_, j.job_out + 6, j.dead_letters, 0)
+        (named,) = b.other_writers
+        assert named.output == hop.output.qualified_name and named.rows == 6
+        assert named.what.startswith("3 records without the job's writer header")
+        for p in sorted(through):
+            offsets = sorted(o for q, o in written if q == p)
+            assert f"{p}:{offsets[0]}..{offsets[-1]}" in named.what
+    finally:
+        # the repair: the foreign records are acknowledged (in the test's store and the stack's own)
+        acknowledged = supplier_windows.acknowledge_other_writers(stores, through)
+        supplier_windows.balance(hop, own)  # the stack's book reads them first
+        supplier_windows.acknowledge_other_writers(own, through)
+    assert sum(w.rows for w in acknowledged) == 6
+    b, j = quiet_balance(settings, hop, stores)
+    assert b.status == "balanced" and b.other_writers == () and b.duplicates == 0
+    assert (b.in_, b.out, b.dead_letters, b.pending) == (j.in_, j.job_out, j.dead_letters, 0)
+    assert any("3 acknowledged foreign records (6 rows claimed" in n for n in b.notes)
+    theirs = supplier_windows.balance(hop, own)
+    assert theirs.other_writers == () and theirs.status in ("balanced", "pending")

@@ -1,0 +1,272 @@
+"""The supplier-stats window bookkeeping with hand-written records: last firing wins, pruning into the closed total,
+the writer header, acknowledgement, and which tail orders are pending."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import re
+from collections import Counter
+from pathlib import Path
+
+import fastavro
+import pytest
+
+from lineage_assets.conservation import supplier_windows as sw
+from lineage_assets.conservation.balance import OtherWriter
+from lineage_assets.conservation.supplier_windows import OutputRecord, TailOrder, WindowBook
+
+# 2026-11-25T21:40:00Z and the window bounds after it, written out by hand
+T0 = 1795642800000
+S0, S1, S2, S3 = "2026-11-25T21:40:00Z", "2026-11-25T21:40:05Z", "2026-11-25T21:40:10Z", "2026-11-25T21:40:15Z"
+
+
+def job(p: int, off: int, start: str, end_ms: int, supplier: str, count: int, ts: int = T0 + 20_000) -> OutputRecord:
+    return OutputRecord(p, off, ts, True, start, end_ms, supplier, count)
+
+
+def test_time_helpers_match_the_jobs_format() -> None:
+    assert sw.utc_text(T0) == S0
+    assert sw.utc_text(T0 + 4_999) == "2026-11-25T21:40:04Z"  # seconds, cut (not rounded)
+    assert sw.parse_utc(S1) == T0 + 5_000
+    assert sw.window_start(T0 + 7_321) == T0 + 5_000
+    assert sw.window_start(T0 + 5_000) == T0 + 5_000
+
+
+def test_constants_are_the_jobs() -> None:
+    script = (Path(__file__).parents[4] / "flink_jobs" / "supplier_stats.py").read_text()
+
+    def const(name: str) -> str:
+        return re.search(rf"^{name} = (.+)$", script, re.M).group(1).strip().strip('"')
+
+    assert int(const("WINDOW_MS").replace("_", "")) == sw.WINDOW_MS
+    assert int(const("OUT_OF_ORDERNESS_MS").replace("_", "")) == sw.OUT_OF_ORDERNESS_MS
+    assert int(const("ALLOWED_LATENESS_MS").replace("_", "")) == sw.ALLOWED_LATENESS_MS
+    assert const("WRITER_HEADER") == sw.WRITER_HEADER
+    assert const("WRITER") == sw.WRITER
+    assert "'sink.transactional-id-prefix' = 'supplier-stats'" in script
+
+
+def test_last_firing_of_a_window_wins() -> None:
+    book = WindowBook()
+    book.add([job(0, 0, S0, T0 + 5_000, "Joe", 2), job(0, 1, S0, T0 + 5_000, "Ann", 1)])
+    book.add([job(0, 2, S0, T0 + 5_000, "Joe", 3)])  # a late order fired the window again
+    assert book.out == 4  # Joe 3 (not 2 + 3), Ann 1
+    assert book.positions == {0: 3}
+    assert book.newest_end == T0 + 5_000
+    assert book.fired_through == T0 + 4_999
+
+
+def test_last_firing_wins_in_offset_order_within_a_batch() -> None:
+    book = WindowBook()
+    book.add([job(1, 9, S0, T0 + 5_000, "Joe", 4), job(1, 3, S0, T0 + 5_000, "Joe", 1)])
+    assert book.out == 4
+
+
+def test_pruning_folds_windows_that_can_no_longer_fire() -> None:
+    book = WindowBook()
+    book.add([job(0, 0, S0, T0 + 5_000, "Joe", 2), job(2, 0, S0, T0 + 5_000, "Ann", 1)])
+    assert book.prune() == 0  # the newest windows: a late order can still fire them
+    book.add([job(0, 1, S1, T0 + 10_000, "Joe", 3)])
+    # firing S1 took the clock to 21:40:09.999 = S0's last instant 21:40:04.999 + 5 s lateness: S0 was purged
+    assert book.prune() == 2
+    assert book.closed_count == 3 and book.closed_windows == 2 and book.closed_through_end == T0 + 5_000
+    assert list(book.windows) == [f"{S1}|Joe"]
+    book.add([job(0, 2, S1, T0 + 10_000, "Joe", 4)])  # S1 fired again: still open, the last count wins
+    assert book.prune() == 0 and book.out == 7
+    book.add([job(1, 0, S3, T0 + 20_000, "Ann", 5)])
+    assert book.prune() == 1
+    assert book.closed_count == 7 and list(book.windows) == [f"{S3}|Ann"]
+    assert book.out == 12 and book.reopened == 0
+
+
+def test_a_closed_window_firing_again_is_added_and_noted() -> None:
+    book = WindowBook()
+    book.add([job(0, 0, S0, T0 + 5_000, "Joe", 2), job(0, 1, S2, T0 + 15_000, "Joe", 1)])
+    book.prune()
+    book.add([job(0, 2, S0, T0 + 5_000, "Joe", 1)])  # only a job restarted without its state does this
+    assert book.out == 4 and book.reopened == 1
+
+
+def test_records_without_the_header_before_the_first_headered_one_are_the_jobs() -> None:
+    book = WindowBook()
+    legacy = OutputRecord(0, 0, T0 + 1_000, False, S0, T0 + 5_000, "Joe", 2)
+    book.add([legacy])
+    assert book.header_since_ms is None and book.out == 2 and book.legacy_records == 1
+    book.add([job(1, 0, S1, T0 + 10_000, "Ann", 3, ts=T0 + 12_000)])
+    assert book.header_since_ms == T0 + 12_000
+    late_legacy = OutputRecord(0, 1, T0 + 11_000, False, S1, T0 + 10_000, "Joe", 1)  # stamped before the first
+    foreign = OutputRecord(2, 7, T0 + 13_000, False, S1, T0 + 10_000, "Eve", 2)
+    book.add([late_legacy, foreign])
+    assert book.legacy_records == 2
+    assert book.job_out == 6 and book.out == 8
+    assert book.other_writers("kafka://b/supplier-stats", "supplier-stats") == (
+        OtherWriter(
+            "kafka://b/supplier-stats",
+            "1 records without the job's writer header (lineage-lab-writer: supplier-stats), supplier-stats "
+            "offsets 2:7..7",
+            2,
+        ),
+    )
+
+
+def test_foreign_records_are_named_with_their_offsets_and_claimed_rows_then_acknowledged() -> None:
+    book = WindowBook()
+    book.add([job(0, 0, S0, T0 + 5_000, "Joe", 2)])
+    book.add(
+        [
+            OutputRecord(0, 5, T0 + 30_000, False, S0, T0 + 5_000, "Joe", 2),  # does not replace the job's window
+            OutputRecord(0, 6, T0 + 30_000, False, S1, T0 + 10_000, "Zed", 2),
+            OutputRecord(2, 3, T0 + 30_000, False, S1, T0 + 10_000, "Ann", 2),
+            OutputRecord(2, 4, T0 + 30_000, False),  # unreadable: claims nothing, still named
+        ]
+    )
+    assert book.job_out == 2 and book.out == 8
+    (named,) = book.other_writers("out", "supplier-stats")
+    assert named.rows == 6
+    assert named.what == (
+        "4 records without the job's writer header (lineage-lab-writer: supplier-stats), supplier-stats offsets "
+        "0:5..6, 2:3..4"
+    )
+    with pytest.raises(ValueError, match="partition 2 holds foreign records up to offset 4"):
+        book.acknowledge({0: 6, 2: 3})
+    moved = book.acknowledge({0: 6, 2: 4})
+    assert sorted(moved) == [0, 2]
+    assert book.out == 2 and book.other_writers("out", "supplier-stats") == ()
+    book.add([OutputRecord(1, 0, T0 + 40_000, False, S2, T0 + 15_000, "Eve", 1)])  # a new one shows again
+    assert book.out == 3 and book.other_writers("out", "supplier-stats")[0].rows == 1
+
+
+def test_the_book_survives_its_json() -> None:
+    book = WindowBook()
+    book.add([job(0, 0, S0, T0 + 5_000, "Joe", 2), job(0, 1, S2, T0 + 15_000, "Ann", 1)])
+    book.add([OutputRecord(1, 4, T0 + 30_000, False, S1, T0 + 10_000, "Eve", 2)])
+    book.prune()
+    book.acknowledge()
+    again = WindowBook.from_json(book.to_json())
+    assert again == book
+    assert WindowBook.from_json(None) == WindowBook()
+
+
+def order(off: int, bid_ms: int | None, supplier: str | None = "Joe", raw: bytes | None = None, ts: int = 0):
+    return TailOrder(0, off, ts or (bid_ms or T0) + 200, raw or f"order-{off}".encode(), supplier, bid_ms)
+
+
+def test_pending_orders_are_those_of_windows_not_fired_at_the_cut() -> None:
+    book = WindowBook()
+    book.add([job(0, 0, S1, T0 + 10_000, "Joe", 1)])  # S1|Joe fired
+    tail = [
+        order(1, T0 + 3_000),  # S0: ends before fired_through: fired before the cut, not pending
+        order(2, T0 + 6_000),  # S1|Joe: has a committed firing
+        order(3, T0 + 11_000),  # S2|Joe: pending
+        order(4, T0 + 12_000, "Ann"),  # S2|Ann: pending
+        order(5, T0 + 16_000, raw=b"late"),  # dead-lettered (matched by its raw value)
+        order(6, T0 + 16_000, raw=b"late"),  # the same bytes again: only one dead letter, so pending
+        order(7, None, None, raw=b"junk"),  # not an order Python decodes: never pending
+    ]
+    found = sw.pending_orders(tail, Counter({b"late": 1, b"other": 1}), book, fired_through=T0 + 9_999)
+    assert found.orders == 3
+    assert found.windows == {T0 + 15_000: 2, T0 + 20_000: 1}
+    assert found.since_ms == T0 + 11_200
+
+
+def test_nothing_fired_yet_makes_every_undelivered_order_pending() -> None:
+    found = sw.pending_orders([order(1, T0 + 1), order(2, T0 + 9_000)], Counter(), WindowBook(), None)
+    assert found.orders == 2 and found.since_ms == T0 + 201
+
+
+def test_tail_start_covers_the_open_windows() -> None:
+    assert sw.tail_start_ms(None) is None
+    # the oldest window that can hold a pending order starts after fired_through - 5 s; then 5 + 5 + 60 s of slack
+    assert sw.tail_start_ms(T0 + 9_999) == T0 + 9_999 - 75_000
+
+
+class FakeMessage:
+    def __init__(self, value: bytes | None, headers=None, partition: int = 0, offset: int = 0, ts: int = T0) -> None:
+        self._value, self._headers, self._p, self._o, self._ts = value, headers, partition, offset, ts
+
+    def value(self):
+        return self._value
+
+    def headers(self):
+        return self._headers
+
+    def partition(self):
+        return self._p
+
+    def offset(self):
+        return self._o
+
+    def timestamp(self):
+        return (1, self._ts)
+
+
+STATS_SCHEMA = {
+    "type": "record",
+    "name": "record",
+    "fields": [
+        {"name": "window_start", "type": "string"},
+        {"name": "window_end", "type": "string"},
+        {"name": "supplier", "type": "string"},
+        {"name": "total_price", "type": "double"},
+        {"name": "count", "type": "long"},
+    ],
+}
+ORDER_SCHEMA = {
+    "type": "record",
+    "name": "Value",
+    "fields": [
+        {"name": "supplier", "type": "string"},
+        {"name": "bid_time", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+    ],
+}
+
+
+class FakeRegistry:
+    url = "http://registry.test"
+
+    def client(self):
+        return self
+
+    def get_schema(self, schema_id: int):
+        if schema_id == 404:
+            err = RuntimeError("not found")
+            err.http_status_code = 404
+            raise err
+        if schema_id == 500:
+            raise OSError("connection refused")
+        return type("S", (), {"schema_str": json.dumps(STATS_SCHEMA if schema_id == 2 else ORDER_SCHEMA)})()
+
+
+def wire(schema_id: int, schema: dict, record: dict) -> bytes:
+    buf = io.BytesIO()
+    fastavro.schemaless_writer(buf, fastavro.parse_schema(schema), record)
+    return b"\x00" + schema_id.to_bytes(4, "big") + buf.getvalue()
+
+
+def test_output_records_read_avro_and_json_and_the_header() -> None:
+    avro = sw.AvroValues(FakeRegistry())
+    value = wire(
+        2, STATS_SCHEMA, {"window_start": S0, "window_end": S1, "supplier": "Joe", "total_price": 1.5, "count": 3}
+    )
+    mine = sw.output_record(FakeMessage(value, [("lineage-lab-writer", b"supplier-stats")], 1, 7), avro)
+    assert mine == OutputRecord(1, 7, T0, True, S0, T0 + 5_000, "Joe", 3)
+    other = json.dumps({"window_start": S0, "window_end": S1, "supplier": "Eve", "total_price": 2.0, "count": 2})
+    theirs = sw.output_record(FakeMessage(other.encode(), [("lineage-lab-writer", b"someone")], 0, 1), avro)
+    assert theirs == OutputRecord(0, 1, T0, False, S0, T0 + 5_000, "Eve", 2)
+    assert sw.output_record(FakeMessage(b"\x00\x00\x00\x01\x94xx", None), avro).window_start is None
+    with pytest.raises(sw.StoreUnavailable, match=r"registry\.test"):
+        avro.decode(b"\x00\x00\x00\x01\xf4xx")  # id 500: the registry does not answer
+
+
+def test_tail_orders_and_dead_letters_decode() -> None:
+    avro = sw.AvroValues(FakeRegistry())
+    value = wire(1, ORDER_SCHEMA, {"supplier": "Joe", "bid_time": T0 + 1_234})
+    assert sw.tail_order(FakeMessage(value, None, 2, 5, T0 + 2_000), avro) == TailOrder(
+        2, 5, T0 + 2_000, value, "Joe", T0 + 1_234
+    )
+    assert sw.tail_order(FakeMessage(b"nope", None), avro).supplier is None
+    letter = json.dumps({"src_topic": "orders", "raw_value": base64.b64encode(b"\x00abc").decode(), "reason": "x"})
+    assert sw.dead_raw_value(FakeMessage(letter.encode())) == b"\x00abc"
+    assert sw.dead_raw_value(FakeMessage(b"not json")) is None
