@@ -100,7 +100,7 @@ def _check_for(pipeline: Pipeline, settings: StackSettings, hop: Hop) -> dg.Asse
             kafka=kafka, iceberg=iceberg, object_store=object_store, flink=flink, connect=connect, source_db=source_db
         )
         (balance,) = reconcile(Stores(settings, pipeline, resources), jobs=[hop.job.name])
-        context.log_event(observation_for(balance, key))
+        context.op_execution_context.log_event(observation_for(balance, key))
         return result_for(balance, key, settings, time.time())
 
     return conservation
