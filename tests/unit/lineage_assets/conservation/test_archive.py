@@ -1,0 +1,207 @@
+"""The archive hop's pure logic: keys, record positions (gaps, overlaps, dead letters, pending), offsets named, the
+sharded listing. Every expected value is written by hand."""
+
+from typing import Any
+
+from lineage_assets.conservation.archive import (
+    KeyPlace,
+    Placed,
+    count_lines,
+    list_archive,
+    object_key,
+    offsets_of,
+    place_of,
+    plan_shards,
+    span_end,
+    walk,
+)
+
+P = "topics/orders/"
+
+
+def key(p: int, start: int) -> str:
+    return f"{P}partition={p}/orders+{p}+{start:020d}.jsonl"
+
+
+def test_object_key_is_the_sinks_layout():
+    assert object_key(P, "orders", 1, 300) == "topics/orders/partition=1/orders+1+00000000000000000300.jsonl"
+
+
+def test_place_of_keys():
+    parts = [0, 1, 2]
+    assert place_of(key(1, 300), P, "orders", parts) == KeyPlace(1, 300)
+    assert place_of(key(2, 1_000_000_300), P, "orders", parts) == KeyPlace(2, 1_000_000_300)
+    wrong_folder = f"{P}partition=1/orders+0+{300:020d}.jsonl"
+    assert place_of(wrong_folder, P, "orders", parts).problem == "named for partition 0 in folder partition=1"
+    assert place_of(f"{P}partition=01/orders+1+{300:020d}.jsonl", P, "orders", parts).partition is None
+    assert place_of(f"{P}partition=1/copy-of-orders.jsonl", P, "orders", parts).problem.startswith("the name")
+    assert place_of(f"{P}partition=1/orders+1+300.jsonl", P, "orders", parts).problem.startswith("the name")
+    assert place_of(f"{P}orders+1+{300:020d}.jsonl", P, "orders", parts).problem == "not in a partition=<p>/ folder"
+    assert place_of(key(7, 0), P, "orders", parts).problem == "orders has no partition 7"
+
+
+def test_count_lines():
+    assert count_lines([b'{"a":1}\n{"a":2}\n']) == 2
+    assert count_lines([b'{"a":1}\n{"a"', b":2}"]) == 2
+    assert count_lines([b""]) == 0
+    assert count_lines([]) == 0
+
+
+def test_span_end_skips_dead_letters():
+    assert span_end(0, 10, []) == 10
+    assert span_end(0, 10, [5]) == 11
+    assert span_end(0, 10, [5, 10, 11, 30]) == 13
+    assert span_end(20, 3, [5, 10]) == 23
+
+
+def test_contiguous_objects_balance():
+    w = walk([Placed("a", 0, 100), Placed("b", 100, 100)], [], cut=200, end=200)
+    assert (w.held, w.missing, w.extra, w.pending, w.dead) == (200, [], {}, 0, 0)
+
+
+def test_deleted_object_leaves_a_hole():
+    w = walk([Placed("a", 0, 100), Placed("c", 200, 50)], [], cut=250, end=250)
+    assert w.missing == [(100, 200)]
+    assert (w.held, w.extra, w.pending) == (150, {}, 0)
+
+
+def test_first_and_last_objects_deleted():
+    w = walk([Placed("b", 100, 100)], [], cut=300, end=300)
+    assert w.missing == [(0, 100), (200, 300)]
+
+
+def test_dead_letters_between_and_inside_objects():
+    # as seen live: 59 lines from 0, 17 from 59, records 76 and 77 dead-lettered, 9 lines from 78
+    w = walk([Placed("a", 0, 59), Placed("b", 59, 17), Placed("c", 78, 9)], [76, 77], cut=87, end=87)
+    assert (w.held, w.dead, w.missing, w.extra, w.pending) == (85, 2, [], {}, 0)
+    # a converter failure inside an object: the sink goes on in the same object
+    w = walk([Placed("a", 0, 10), Placed("b", 11, 5)], [5], cut=16, end=16)
+    assert (w.held, w.dead, w.missing, w.extra) == (15, 1, [], {})
+
+
+def test_a_hole_around_a_dead_letter_names_the_records_only():
+    w = walk([Placed("a", 0, 10), Placed("c", 30, 10)], [15], cut=40, end=40)
+    assert w.missing == [(10, 15), (16, 30)]
+    assert w.dead == 1
+
+
+def test_copy_with_another_start_inside_the_records_is_extra():
+    objects = [Placed("a", 0, 100), Placed("b", 100, 100), Placed("copy-of-a", 50, 100)]
+    w = walk(objects, [], cut=200, end=200)
+    assert w.extra == {"copy-of-a": 100}
+    assert w.overlaps == {"copy-of-a": "a"}
+    assert (w.held, w.missing) == (200, [])
+
+
+def test_copy_past_the_end_is_extra():
+    w = walk([Placed("a", 0, 59), Placed("far", 59, 59)], [], cut=59, end=59)
+    assert w.extra == {"far": 59}
+    assert w.overlaps == {}
+
+
+def test_overlap_covering_a_hole_holds_what_the_hole_lacks():
+    # the replay window of the sink's README: b (100..149) rotated by time, then a replay wrote 100..199 as c
+    objects = [Placed("a", 0, 100), Placed("c", 100, 100), Placed("b-old", 100, 50), Placed("d", 200, 10)]
+    w = walk(objects, [], cut=210, end=210)
+    assert w.extra == {"b-old": 50}
+    assert (w.held, w.missing) == (210, [])
+    # a deleted object whose records another (overlapping) object still holds in part
+    w = walk([Placed("a", 0, 100), Placed("x", 50, 100), Placed("c", 200, 10)], [], cut=210, end=210)
+    assert w.extra == {"x": 50}
+    assert w.missing == [(150, 200)]
+
+
+def test_pending_is_what_no_object_holds_at_or_above_the_cut():
+    w = walk([Placed("a", 0, 100)], [], cut=100, end=130)
+    assert (w.pending, w.first_pending, w.missing) == (30, 100, [])
+    # uploaded, its commit not seen yet: held, not pending
+    w = walk([Placed("a", 0, 100), Placed("b", 100, 30)], [], cut=100, end=130)
+    assert (w.pending, w.held, w.missing) == (0, 130, [])
+    # dead-lettered above the cut: pending until committed, inside an object or not
+    w = walk([Placed("a", 0, 100), Placed("b", 100, 10)], [105, 112], cut=100, end=115)
+    assert (w.pending, w.dead, w.held) == (5, 0, 110)
+
+
+def test_every_record_is_accounted_once():
+    objects = [Placed("a", 0, 10), Placed("b", 12, 5), Placed("dup", 3, 4), Placed("c", 30, 5)]
+    w = walk(objects, [10, 11, 31], cut=33, end=40)
+    # 0..9 a; 10, 11 dead; 12..16 b; 17..29 missing; 30 c, 31 dead, 32..35 c (33..35 at or above the cut);
+    # 36..39 pending; dup's 4 lines (3..6) are a's already
+    assert w.missing == [(17, 30)]
+    assert (w.held, w.dead, w.pending, w.extra) == (20, 3, 4, {"dup": 4})
+    assert w.held + w.dead + sum(b - a for a, b in w.missing) + w.pending == 40
+
+
+def test_offsets_of_records():
+    anchors = {0: 0, 100: 100, 200: 200}
+    assert offsets_of(100, 200, anchors) == (100, 199, True)
+    # a transaction marker at offset 150: offset 201 has 200 records below it
+    anchors = {0: 0, 100: 100, 201: 200}
+    assert offsets_of(100, 200, anchors) == (100, 200, False)
+    assert offsets_of(0, 100, anchors) == (0, 99, True)
+    # an origin above zero (retention before counting began)
+    assert offsets_of(0, 5, {500: 0, 600: 100}) == (500, 504, True)
+
+
+def test_plan_shards_tiles_the_offsets():
+    assert plan_shards([0, 100, 200], upper=300) == [""]
+    starts = list(range(0, 250_000, 100))  # 2500 objects of 100 records
+    shards = plan_shards(starts, upper=250_000)
+    # 15 digits fixed, 5 free: 100 000 offsets, 1000 objects each
+    assert shards == ["000000000000000", "000000000000001", "000000000000002"]
+    assert plan_shards(starts, upper=250_000, limit=5000) == [""]
+    many = list(range(0, 2500))  # objects of one record (time rotation)
+    assert plan_shards(many, upper=2500) == ["00000000000000000", "00000000000000001", "00000000000000002"]
+
+
+class FakeS3:
+    """ListObjectsV2 over a sorted key list: Prefix, StartAfter, Delimiter '/', MaxKeys, continuation."""
+
+    def __init__(self, keys: list[str]) -> None:
+        self.keys = sorted(keys)
+        self.calls: list[dict[str, Any]] = []
+
+    def list_objects_v2(self, **kw: Any) -> dict[str, Any]:
+        self.calls.append(kw)
+        after = kw.get("ContinuationToken") or kw.get("StartAfter") or ""
+        chosen = [k for k in self.keys if k.startswith(kw["Prefix"]) and k > after]
+        contents, prefixes = [], []
+        for k in chosen:
+            rest = k[len(kw["Prefix"]) :]
+            if kw.get("Delimiter") == "/" and "/" in rest:
+                folder = kw["Prefix"] + rest.split("/")[0] + "/"
+                if folder not in prefixes:
+                    prefixes.append(folder)
+            else:
+                contents.append(k)
+        page = contents[: kw.get("MaxKeys", 1000)]
+        truncated = len(contents) > len(page)
+        response: dict[str, Any] = {
+            "Contents": [{"Key": k, "ETag": f'"{k}"'} for k in page],
+            "CommonPrefixes": [{"Prefix": f} for f in prefixes],
+            "IsTruncated": truncated,
+        }
+        if truncated:
+            response["NextContinuationToken"] = page[-1]
+        return response
+
+
+def test_sharded_listing_finds_every_key():
+    layout = [key(p, s) for p in (0, 1) for s in range(0, 300_000, 100)]
+    foreign = [
+        f"{P}partition=1/orders+1+{1_000_000_300:020d}.jsonl",  # a copy far past the end
+        f"{P}partition=1/copy.jsonl",  # sorts before the sink's names
+        f"{P}partition=1/orders+0+{300:020d}.jsonl",  # another partition's name
+        f"{P}partition=1/zz/orders+1+{300:020d}.jsonl",  # a subfolder, after the names
+        f"{P}partition=1/orders+1+{100_300:020d}.jsonl.bak",  # inside a shard
+        f"{P}partition=9/orders+9+{0:020d}.jsonl",  # a folder of no partition
+        f"{P}loose.jsonl",
+    ]
+    s3 = FakeS3(layout + foreign)
+    known = {0: list(range(0, 300_000, 100)), 1: list(range(0, 250_000, 100))}
+    found = list_archive(s3, "b", P, "orders", known, {0: 300_000, 1: 300_000}, "http://s3")
+    assert sorted(found.objects) == sorted(layout + foreign)
+    # shards of at most 1000 remembered keys: 3 per partition folder, one page each
+    assert sum(1 for c in s3.calls if c["Prefix"].startswith(f"{P}partition=0/orders+0+0")) == 3
+    full = list_archive(FakeS3(layout + foreign), "b", P, "orders", known, {0: 1, 1: 1}, "http://s3", full=True)
+    assert sorted(full.objects) == sorted(layout + foreign)
