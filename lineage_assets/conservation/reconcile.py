@@ -40,7 +40,12 @@ ACCEPTED = "accepted"
 
 
 def accept(stores: Stores, job: str, refs: list[str], by: str) -> None:
-    """Record other writers' changes to ``job``'s output as intended (``refs``: their references)."""
+    """Record other writers' changes to ``job``'s output as intended (``refs``: their references). A reader that
+    keeps its other writers itself (records that cannot be deleted from a Kafka topic) takes them over."""
+    own = getattr(importlib.import_module(READERS[job]), "accept", None)
+    if own is not None:
+        own(stores, refs)
+        return
     stamp = json.dumps({"by": by, "at": time.time()})
     stores.counts.put_facts(ACCEPTED, {f"{job}|{ref}": stamp for ref in refs})
 

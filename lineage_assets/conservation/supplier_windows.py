@@ -234,7 +234,8 @@ class WindowBook:
             f"{records} records without the job's writer header ({WRITER_HEADER}: {WRITER}), {topic} offsets "
             f"{_spans_text(self.foreign)}"
         )
-        return (OtherWriter(output, what, self.foreign_rows),)
+        ref = "records:" + ",".join(f"{p}@{span.last}" for p, span in sorted(self.foreign.items()))
+        return (OtherWriter(output, what, self.foreign_rows, ref),)
 
     # persistence
     def to_json(self) -> str:
@@ -641,6 +642,16 @@ def acknowledge_other_writers(stores: Stores, through: dict[int, int] | None = N
     moved = book.acknowledge(through)
     stores.counts.put_facts(FACTS, {"book": book.to_json()})
     return [OtherWriter(WRITER, f"acknowledged offsets {_spans_text({p: s})}", s.rows) for p, s in moved.items()]
+
+
+def accept(stores: Stores, refs: list[str]) -> None:
+    """``reconcile --accept records:<partition>@<last offset>,...``: the foreign records named so far, acknowledged."""
+    through: dict[int, int] = {}
+    for ref in refs:
+        for part in ref.removeprefix("records:").split(","):
+            partition, _, last = part.partition("@")
+            through[int(partition)] = max(int(last), through.get(int(partition), -1))
+    acknowledge_other_writers(stores, through)
 
 
 def balance(hop: Hop, stores: Stores, sleep=time.sleep) -> HopBalance:
