@@ -539,7 +539,8 @@ def _day(
     for change in changes[spark[-1] + 1 :]:
         if change.foreign:
             orders_delta = total(change.snapshot.snapshot_id) - total(previous)
-            others.append(OtherWriter(output, change.describe(day) + f": {orders_delta:+d} order(s)", orders_delta))
+            what = change.describe(day) + f": {orders_delta:+d} order(s)"
+            others.append(OtherWriter(output, what, orders_delta, f"snapshot:{change.snapshot.snapshot_id}:{day}"))
         previous = change.snapshot.snapshot_id
     write = latest.write
     in_read = orders_day_count(orders, write.input_snapshot, day, counts)
