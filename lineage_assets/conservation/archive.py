@@ -22,6 +22,7 @@ from __future__ import annotations
 import bisect
 import json
 import re
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -49,6 +50,8 @@ SHARD_KEYS = 1000
 #: times the cut is taken again when the sink committed during the listing
 CUT_TRIES = 4
 _GET_THREADS = 8
+#: listing calls at once (s3proxy answers them in parallel; most of a call's time is the store's)
+_LIST_THREADS = 4
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -275,6 +278,11 @@ class _Lister:
     def __init__(self, s3: Any, bucket: str, endpoint: str) -> None:
         self.s3, self.bucket, self.endpoint = s3, bucket, endpoint
         self.calls = 0
+        self._lock = threading.Lock()
+
+    def counted(self) -> None:
+        with self._lock:
+            self.calls += 1
 
     def pages(self, prefix: str, start_after: str = "", page: int = 1000) -> Iterator[dict[str, Any]]:
         args: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix, "MaxKeys": page}
@@ -285,7 +293,7 @@ class _Lister:
                 response = self.s3.list_objects_v2(**args)
             except (BotoCoreError, ClientError) as exc:
                 raise s3_unavailable(self.endpoint, f"listing s3://{self.bucket}/{prefix}", exc) from exc
-            self.calls += 1
+            self.counted()
             yield response
             if not response.get("IsTruncated"):
                 return
@@ -323,31 +331,39 @@ def list_archive(
         for response in _delimited(lister, prefix):
             folders += [p["Prefix"] for p in response.get("CommonPrefixes", [])]
             found.objects.update((o["Key"], o["ETag"]) for o in response.get("Contents", []))
+        tasks: list[Callable[[], list[tuple[str, str]]]] = []
         shards_total = 0
         for folder in folders:
             m = re.fullmatch(re.escape(prefix) + r"partition=(\d+)/", folder)
             partition = int(m.group(1)) if m and m.group(1) == str(int(m.group(1))) else None
             if partition is None or partition not in upper:
-                found.objects.update(lister.keys(folder))
+                tasks.append(lambda folder=folder: list(lister.keys(folder)))
                 continue
             name = f"{folder}{topic}+{partition}+"
             shards = plan_shards(known_starts.get(partition, []), upper[partition])
             shards_total += len(shards)
-            last = name + shards[-1]
-            for shard in shards:
-                for key, etag in lister.keys(name + shard):
-                    found.objects[key] = etag
-                    if key.startswith(name + shards[-1]):
-                        last = max(last, key)
-            # what no shard covers: keys before the first one, and after the last one
-            found.objects.update(lister.keys(folder, stop_at=name + shards[0], page=10))
-            found.objects.update(lister.keys(folder, start_after=last))
+            tasks += [lambda shard=name + shard: list(lister.keys(shard)) for shard in shards[:-1]]
+            # what no shard covers: keys before the first one, and after the last one (once that one is listed)
+            tasks.append(
+                lambda folder=folder, first=name + shards[0]: list(lister.keys(folder, stop_at=first, page=10))
+            )
+            tasks.append(lambda folder=folder, last=name + shards[-1]: _last_and_after(lister, folder, last))
+        with ThreadPoolExecutor(_LIST_THREADS) as pool:
+            for keys in pool.map(lambda task: task(), tasks):
+                found.objects.update(keys)
         found.how = (
             f"{len(folders)} folders, {shards_total} start-offset shards, each partition folder also checked for "
             "keys before the first shard and after the last"
         )
     found.calls, found.seconds = lister.calls, time.monotonic() - began
     return found
+
+
+def _last_and_after(lister: _Lister, folder: str, last_shard: str) -> list[tuple[str, str]]:
+    """The last shard, then every key of the folder after it."""
+    keys = list(lister.keys(last_shard))
+    after = max([last_shard, *(k for k, _ in keys)])
+    return keys + list(lister.keys(folder, start_after=after))
 
 
 def _delimited(lister: _Lister, prefix: str) -> Iterator[dict[str, Any]]:
@@ -358,7 +374,7 @@ def _delimited(lister: _Lister, prefix: str) -> Iterator[dict[str, Any]]:
             response = lister.s3.list_objects_v2(**args)
         except (BotoCoreError, ClientError) as exc:
             raise s3_unavailable(lister.endpoint, f"listing s3://{lister.bucket}/{prefix}", exc) from exc
-        lister.calls += 1
+        lister.counted()
         yield response
         if not response.get("IsTruncated"):
             return
