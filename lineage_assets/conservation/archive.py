@@ -13,8 +13,9 @@ uploaded. So the archive can be checked from its keys and remembered line counts
 - each object's lines are counted once (GET) and remembered by key and ETag, so a run reads only new objects.
 
 The listing is sharded by start-offset prefixes: s3proxy's filesystem store reads the metadata of every key under
-a listing's prefix for each page, so a paginated listing of one folder costs pages x keys (31 s for 30 000
-objects); narrow prefixes cost what they match.
+a listing's prefix for each page, so a paginated listing of one folder costs pages x keys (23-31 s for 30 000
+objects in 3 partitions); narrow prefixes cost what they match (2.7 s for the same 30 000, 37 calls, once the
+keys of an earlier run are remembered; the first run still pages through each folder).
 """
 
 from __future__ import annotations
