@@ -4,7 +4,6 @@ when records stay pending longer than ``conservation_pending_warn_s`` or when a 
 is concluded), and records the figures as numeric metadata, so the asset page plots them over time.
 """
 
-
 import time
 from types import SimpleNamespace
 
