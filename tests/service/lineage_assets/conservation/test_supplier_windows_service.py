@@ -150,7 +150,11 @@ def quiet_balance(settings, hop, stores, known_foreign: dict | None = None, dead
 def test_balances_then_names_a_foreign_producer_and_clears_once_acknowledged(stack) -> None:
     settings, hop, stores, own = stack
     b, j = quiet_balance(settings, hop, stores)
-    assert not j.foreign, f"foreign records already in {OUTPUT}: {j.foreign}"
+    earlier = dict(j.foreign)  # another producer's records an earlier run left: reviewed, acknowledged first
+    if earlier:
+        assert sum(w.rows for w in b.other_writers) == sum(earlier.values()), b.summary()
+        supplier_windows.acknowledge_other_writers(stores)
+        b, j = quiet_balance(settings, hop, stores)
     assert (b.in_, b.out, b.dead_letters, b.pending) == (j.in_, j.job_out, j.dead_letters, 0)
     assert b.status == "balanced" and b.other_writers == ()
     assert b.range["orders"] == {str(p): c for p, c in j.committed.items()}
@@ -189,7 +193,8 @@ def test_balances_then_names_a_foreign_producer_and_clears_once_acknowledged(sta
         through[p] = max(through.get(p, -1), o)
     try:
         b, j = quiet_balance(settings, hop, stores)
-        assert set(j.foreign) == set(written) and sum(j.foreign.values()) == 6
+        new = {k: v for k, v in j.foreign.items() if k not in earlier}
+        assert set(new) == set(written) and sum(new.values()) == 6
         assert b.status == "duplicates" and b.duplicates == 6
         assert (b.in_, b.out, b.dead_letters, b.pending) == (j.in_, j.job_out + 6, j.dead_letters, 0)
         (named,) = b.other_writers
@@ -207,6 +212,7 @@ def test_balances_then_names_a_foreign_producer_and_clears_once_acknowledged(sta
     b, j = quiet_balance(settings, hop, stores)
     assert b.status == "balanced" and b.other_writers == () and b.duplicates == 0
     assert (b.in_, b.out, b.dead_letters, b.pending) == (j.in_, j.job_out, j.dead_letters, 0)
-    assert any("3 acknowledged foreign records (6 rows claimed" in n for n in b.notes)
+    acknowledged_records = 3 + len(earlier)
+    assert any(f"{acknowledged_records} acknowledged foreign records" in n for n in b.notes), b.notes
     theirs = supplier_windows.balance(hop, own)
     assert theirs.other_writers == () and theirs.status in ("balanced", "pending")
