@@ -44,7 +44,8 @@ def accept(stores: Stores, job: str, refs: list[str], by: str) -> None:
     keeps its other writers itself (records that cannot be deleted from a Kafka topic) takes them over."""
     own = getattr(importlib.import_module(READERS[job]), "accept", None)
     if own is not None:
-        own(stores, refs)
+        with stores.counts.locked(job):
+            own(stores, refs)
         return
     stamp = json.dumps({"by": by, "at": time.time()})
     stores.counts.put_facts(ACCEPTED, {f"{job}|{ref}": stamp for ref in refs})
@@ -58,7 +59,8 @@ def balance_of(hop: Hop, stores: Stores) -> HopBalance:
     """The hop's balance, with accepted changes left out, or an unknown one saying which store did not answer and
     what to do."""
     try:
-        found = reader(hop.job.name)(hop, stores)
+        with stores.counts.locked(hop.job.name):
+            found = reader(hop.job.name)(hop, stores)
         return found.with_accepted(accepted_refs(stores, hop.job.name))
     except StoreUnavailable as exc:
         return HopBalance(hop.job.name, hop.input.qualified_name, hop.output_names, unknown=str(exc))

@@ -7,6 +7,7 @@ given ETag).
 
 from __future__ import annotations
 
+import fcntl
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -43,6 +44,19 @@ class CountStore:
                 yield db
         finally:
             db.close()
+
+    @contextmanager
+    def locked(self, name: str) -> Iterator[None]:
+        """Exclusive, across processes, for ``name`` (one hop): a reader's remembered state is read, brought up to
+        date and written back as one step. Two at once (a sensor tick, the check schedule, the CLI) would each
+        resume a shared scan position the other moved, and skip records."""
+        lock_path = self.path.with_name(f"{self.path.name}.{name}.lock")
+        with open(lock_path, "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
 
     # Kafka: (topic, partition, offset) -> committed records in [log start ever seen, offset) ------------------
     def mark_below(self, topic: str, partition: int, offset: int) -> tuple[int, int] | None:
