@@ -33,6 +33,24 @@ class OtherWriter:
         return {"output": self.output, "what": self.what, "rows": self.rows, "ref": self.reference}
 
 
+def unexplained(in_: int | None, out: int | None, dead_letters: int | None, pending: int | None) -> int | None:
+    """What the counts cannot explain: in - (out + dead letters + pending); None when a figure is unknown."""
+    if in_ is None or out is None or dead_letters is None or pending is None:
+        return None
+    return in_ - out - dead_letters - pending
+
+
+def status_of(difference: int | None, pending: int | None) -> Status:
+    """One word for a hop: unknown, missing (lost), duplicates (doubled), pending (in flight) or balanced."""
+    if difference is None:
+        return "unknown"
+    if difference > 0:
+        return "missing"
+    if difference < 0:
+        return "duplicates"
+    return "pending" if pending else "balanced"
+
+
 @dataclass(frozen=True)
 class HopBalance:
     """The reconciliation of one hop over ``range`` (the offsets, snapshot or windows the figures cover).
@@ -67,9 +85,7 @@ class HopBalance:
     @property
     def difference(self) -> int | None:
         """in - (out + dead letters + pending): >0 lost, <0 doubled; None when a figure is unknown."""
-        if not self.known:
-            return None
-        return self.in_ - self.out - self.dead_letters - self.pending  # type: ignore[operator]
+        return unexplained(self.in_, self.out, self.dead_letters, self.pending) if not self.unknown else None
 
     @property
     def missing(self) -> int | None:
@@ -83,14 +99,7 @@ class HopBalance:
 
     @property
     def status(self) -> Status:
-        d = self.difference
-        if d is None:
-            return "unknown"
-        if d > 0:
-            return "missing"
-        if d < 0:
-            return "duplicates"
-        return "pending" if self.pending else "balanced"
+        return status_of(self.difference, self.pending)
 
     @property
     def lost_or_doubled(self) -> bool:

@@ -1,6 +1,6 @@
 """HopBalance arithmetic and its JSON shape, judged by figures worked out by hand."""
 
-from lineage_assets.conservation.balance import HopBalance, OtherWriter
+from lineage_assets.conservation.balance import HopBalance, OtherWriter, status_of, unexplained
 
 
 def hop(**figures) -> HopBalance:
@@ -77,3 +77,40 @@ def test_json_shape_of_reconcile():
         "dead letters 7, pending 3, missing 10, duplicates 0; other writers: snapshot 42 (delete, pyiceberg): -10 "
         "rows in s3://w/default/orders [snapshot 42 (delete, pyiceberg)]"
     )
+
+
+def test_the_arithmetic_figure_by_figure():
+    assert unexplained(100, 90, 7, 3) == 0
+    assert unexplained(100, 80, 7, 3) == 10
+    assert unexplained(100, 95, 7, 3) == -5
+    for missing_one in range(4):
+        figures = [100, 90, 7, 3]
+        figures[missing_one] = None
+        assert unexplained(*figures) is None
+    assert [status_of(d, p) for d, p in [(None, 0), (1, 0), (-1, 0), (0, 2), (0, 0), (0, None)]] == [
+        "unknown",
+        "missing",
+        "duplicates",
+        "pending",
+        "balanced",
+        "balanced",
+    ]
+
+
+def test_accepting_changes_only_the_accepted_writers():
+    a = OtherWriter("o", "snapshot 1", -10, "snapshot:1")
+    b = OtherWriter("o", "snapshot 2", 4, "snapshot:2")
+    start = hop(in_=100, out=94, dead_letters=0, pending=0, other_writers=(a, b))
+    assert start.with_accepted(set()) is start
+    assert start.with_accepted({"snapshot:9"}) is start
+    one = start.with_accepted({"snapshot:1"})
+    assert (one.out, one.other_writers, one.accepted) == (104, (b,), (a,))
+    both = one.with_accepted({"snapshot:2"})
+    assert (both.out, both.other_writers, both.accepted, both.status) == (100, (), (a, b), "balanced")
+    unread = hop(in_=100, out=None, dead_letters=0, pending=0, other_writers=(a,))
+    assert unread.with_accepted({"snapshot:1"}) is unread
+
+
+def test_pending_age_never_negative():
+    assert hop(in_=5, out=2, dead_letters=0, pending=3, pending_since=200.0).pending_age(160.0) == 0.0
+    assert hop(in_=5, out=2, dead_letters=0, pending=3).pending_age(160.0) is None
