@@ -206,8 +206,9 @@ def walk(objects: list[Placed], dead_letters: Iterable[int], cut: int, end: int)
         result.held += claimed
     for a, b in held.outside(0, end):
         below, above = (a, min(b, cut)), (max(a, cut), b)
-        if below[0] < below[1]:
-            result.missing += _without(below[0], below[1], dead)
+        pieces = _without(below[0], below[1], dead) if below[0] < below[1] else []
+        if pieces:  # one hole, dead letters inside it included (a deleted object held records around them)
+            result.missing.append((pieces[0][0], pieces[-1][1]))
         if above[0] < above[1]:
             result.pending += above[1] - above[0]
             if result.first_pending is None:
@@ -603,8 +604,8 @@ def balance(hop: Hop, stores: Stores) -> HopBalance:
     ranges: dict[str, Any] = {}
     for p in partitions:
         e, c = counted[(p, ends[p])].records, counted[(p, cut[p])].records
-        dead_positions = [position(p, o) for o in dead_sources[p]]
-        walked = walk(by_partition[p], [d for d in dead_positions if d is not None], c, e)
+        dead_positions = sorted(d for d in (position(p, o) for o in dead_sources[p]) if d is not None)
+        walked = walk(by_partition[p], dead_positions, c, e)
         in_, dead, pending = in_ + e, dead + walked.dead, pending + walked.pending
         anchors = {origin[p]: 0, cut[p]: c, ends[p]: e}
         anchors |= {o: below[f"{p}:{o}"] for o in [*dead_sources[p], *known_starts[p]] if f"{p}:{o}" in below}
@@ -629,8 +630,12 @@ def balance(hop: Hop, stores: Stores) -> HopBalance:
                 gone = " (was there: deleted)" if expected in remembered and expected not in lines else ""
                 what = f"offsets {first}..{last} of partition {p}: no object holds them; expected {expected}{gone}"
             else:
-                what = f"{b - a} records between offsets {first} and {last} of partition {p}: no object holds them"
-            writers.append(OtherWriter(output, what, -(b - a), ref=f"offsets:{topic}[{p}]:{first}..{last}"))
+                what = (
+                    f"{b - a - _between(dead_positions, a, b)} records between offsets {first} and {last} "
+                    f"of partition {p}: no object holds them"
+                )
+            lost = b - a - _between(dead_positions, a, b)
+            writers.append(OtherWriter(output, what, -lost, ref=f"offsets:{topic}[{p}]:{first}..{last}"))
         if walked.first_pending is not None:
             first, _, exact = offsets_of(walked.first_pending, walked.first_pending + 1, anchors)
             first_pending[p] = first if exact else cut[p]
