@@ -77,6 +77,8 @@ class HopBalance:
     #: other writers' changes a person accepted as intended (a deletion by request, a fixture): their rows are
     #: left out of ``out`` before the balance is judged, and they are listed apart
     accepted: tuple[OtherWriter, ...] = ()
+    #: seconds the reading of this hop took (its stores, waits for a stable cut included)
+    took_s: float | None = None
 
     @property
     def known(self) -> bool:
@@ -161,6 +163,7 @@ class HopBalance:
             "pending_since": self.pending_since,
             "unknown": self.unknown or None,
             "notes": list(self.notes),
+            "took_s": self.took_s,
         }
 
 

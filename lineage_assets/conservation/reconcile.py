@@ -9,6 +9,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 from lineage_assets.conservation.balance import HopBalance, StoreUnavailable
 from lineage_assets.conservation.hops import Hop, hops
@@ -57,17 +58,19 @@ def accepted_refs(stores: Stores, job: str) -> set[str]:
 
 def balance_of(hop: Hop, stores: Stores) -> HopBalance:
     """The hop's balance, with accepted changes left out, or an unknown one saying which store did not answer and
-    what to do."""
+    what to do; with the seconds its reading took."""
+    started = time.monotonic()
     try:
         with stores.counts.locked(hop.job.name):
             found = reader(hop.job.name)(hop, stores)
-        return found.with_accepted(accepted_refs(stores, hop.job.name))
+        found = found.with_accepted(accepted_refs(stores, hop.job.name))
     except StoreUnavailable as exc:
-        return HopBalance(hop.job.name, hop.input.qualified_name, hop.output_names, unknown=str(exc))
+        found = HopBalance(hop.job.name, hop.input.qualified_name, hop.output_names, unknown=str(exc))
     except Exception as exc:  # a reader's failure is an unknown balance of that hop, never another hop's report
         log.exception("reconciling %s failed", hop.job.name)
         why = f"reading the hop failed: {type(exc).__name__}: {exc}; see the log, fix the store or the reader"
-        return HopBalance(hop.job.name, hop.input.qualified_name, hop.output_names, unknown=why)
+        found = HopBalance(hop.job.name, hop.input.qualified_name, hop.output_names, unknown=why)
+    return replace(found, took_s=round(time.monotonic() - started, 2))
 
 
 def reconcile(

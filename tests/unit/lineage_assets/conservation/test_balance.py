@@ -71,6 +71,7 @@ def test_json_shape_of_reconcile():
         "pending_since": None,
         "unknown": None,
         "notes": [],
+        "took_s": None,
     }
     assert b.summary() == (
         "iceberg-ingestion: kafka://b/orders -> s3://w/default/orders, kafka://b/dlq: missing: in 1000, out 980, "
