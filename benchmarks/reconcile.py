@@ -91,7 +91,8 @@ def in_process(settings: StackSettings, pipeline: Pipeline) -> float:
 
 def describe(hops: list[dict]) -> str:
     return "; ".join(
-        f"{h['job']}: {h['status']} in {h['in']} out {h['out']} dl {h['dead_letters']} pending {h['pending']}"
+        f"{h['job']}: {h['status']} in {h['in']} out {h['out']} dl {h['dead_letters']} pending {h['pending']} "
+        f"({h.get('took_s')} s)"
         for h in hops
     )
 
