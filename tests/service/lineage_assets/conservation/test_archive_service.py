@@ -23,22 +23,13 @@ from lineage_assets.conservation.store import CountStore
 from lineage_assets.conservation.stores import Stores
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.resources import build_resources
+from tests.service.lineage_assets.conservation.conftest import group_committed, judge_consumer
 
 pytestmark = pytest.mark.service
 
 TOPIC, DLQ, GROUP = "orders", "orders-dlq", "connect-orders-s3-sink"
 PREFIX = "topics/orders/"
 KEY = re.compile(r"topics/orders/partition=(\d+)/orders\+(\d+)\+(\d{20})\.jsonl")
-
-
-@pytest.fixture(scope="module")
-def stores(settings, tmp_path_factory):
-    pipeline = Pipeline.from_settings(settings)
-    wanted = {k: v for k, v in build_resources(settings).items() if k in ("kafka", "object_store", "connect")}
-    with dg.build_resources(wanted) as res:
-        found = Stores(settings, pipeline, res)
-        found.counts = CountStore(tmp_path_factory.mktemp("counts") / "c.sqlite")
-        yield found
 
 
 @pytest.fixture(scope="module")
@@ -65,31 +56,11 @@ def bucket(settings):
 
 
 def _consumer(settings, **extra) -> Consumer:
-    return Consumer(
-        {
-            "bootstrap.servers": settings.kafka_bootstrap,
-            "group.id": f"test-archive-{uuid.uuid4().hex[:8]}",
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-            "enable.partition.eof": True,
-            "auto.offset.reset": "earliest",
-            **extra,
-        }
-    )
+    return judge_consumer(settings, **extra)
 
 
 def committed(settings) -> dict[int, int]:
-    probe = _consumer(settings)
-    try:
-        partitions = sorted(probe.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions)
-    finally:
-        probe.close()
-    group = Consumer({"bootstrap.servers": settings.kafka_bootstrap, "group.id": GROUP, "enable.auto.commit": False})
-    try:
-        found = group.committed([TopicPartition(TOPIC, p) for p in partitions], timeout=10)
-    finally:
-        group.close()
-    return {tp.partition: max(tp.offset, 0) for tp in found}
+    return group_committed(settings, TOPIC, GROUP)
 
 
 def read_all(settings, topic: str, handle) -> None:

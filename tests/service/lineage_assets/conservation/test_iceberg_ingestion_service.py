@@ -9,11 +9,9 @@ rows are appended back."""
 from __future__ import annotations
 
 import time
-import uuid
 from collections import Counter
 from dataclasses import dataclass
 
-import dagster as dg
 import pyarrow as pa
 import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
@@ -21,11 +19,8 @@ from pyiceberg.expressions import In
 
 from lineage_assets.conservation.hops import hops
 from lineage_assets.conservation.reconcile import accept, reconcile
-from lineage_assets.conservation.store import CountStore
-from lineage_assets.conservation.stores import Stores
-from lineage_assets.lineage.identity import Pipeline
-from lineage_assets.resources import build_resources
 from tests.service.lineage_assets.conftest import commit_retrying
+from tests.service.lineage_assets.conservation.conftest import group_committed, judge_consumer
 
 pytestmark = pytest.mark.service
 
@@ -33,20 +28,6 @@ GROUP = "iceberg-ingestion"
 TOPIC = "orders"
 DLQ = "orders-dlq-flink"
 TABLE = "default.orders"
-
-
-@pytest.fixture(scope="module")
-def stores(settings, tmp_path_factory):
-    pipeline = Pipeline.from_settings(settings)
-    wanted = {
-        k: v
-        for k, v in build_resources(settings).items()
-        if k in ("kafka", "iceberg", "object_store", "flink", "connect", "source_db")
-    }
-    with dg.build_resources(wanted) as res:
-        found = Stores(settings, pipeline, res)
-        found.counts = CountStore(tmp_path_factory.mktemp("counts") / "c.sqlite")
-        yield found
 
 
 @pytest.fixture(scope="module")
@@ -65,30 +46,11 @@ def balance(hop, stores):
 
 
 def _consumer(settings, **extra) -> Consumer:
-    return Consumer(
-        {
-            "bootstrap.servers": settings.kafka_bootstrap,
-            "group.id": f"test-conservation-{uuid.uuid4().hex[:8]}",
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-            "enable.partition.eof": True,
-            **extra,
-        }
-    )
+    return judge_consumer(settings, **extra)
 
 
 def committed_offsets(settings) -> dict[int, int]:
-    probe = _consumer(settings)
-    try:
-        partitions = sorted(probe.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions)
-    finally:
-        probe.close()
-    group = Consumer({"bootstrap.servers": settings.kafka_bootstrap, "group.id": GROUP, "enable.auto.commit": False})
-    try:
-        found = group.committed([TopicPartition(TOPIC, p) for p in partitions], timeout=10)
-    finally:
-        group.close()
-    return {tp.partition: max(tp.offset, 0) for tp in found}
+    return group_committed(settings, TOPIC, GROUP)
 
 
 def count_records(settings, topic: str, below: dict[int, int] | None = None) -> int:

@@ -1,0 +1,56 @@
+"""What the conservation service tests share: the stores a reconciliation reads (with a private count store, so a
+test starts from nothing remembered and never moves the stack's), and the judges' own Kafka readers."""
+
+from __future__ import annotations
+
+import uuid
+
+import dagster as dg
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from lineage_assets.checks.conservation import RESOURCE_KEYS
+from lineage_assets.conservation.store import CountStore
+from lineage_assets.conservation.stores import Stores
+from lineage_assets.lineage.identity import Pipeline
+from lineage_assets.resources import build_resources
+
+
+@pytest.fixture(scope="module")
+def stores(settings, tmp_path_factory):
+    """The deployment's stores, remembering counts in a private store of the test module."""
+    wanted = {k: v for k, v in build_resources(settings).items() if k in RESOURCE_KEYS}
+    with dg.build_resources(wanted) as resources:
+        found = Stores(settings, Pipeline.from_settings(settings), resources)
+        found.counts = CountStore(tmp_path_factory.mktemp("counts") / "counts.sqlite")
+        yield found
+
+
+def judge_consumer(settings, **extra) -> Consumer:
+    """A read-committed consumer of the test's own (never the product's reader)."""
+    return Consumer(
+        {
+            "bootstrap.servers": settings.kafka_bootstrap,
+            "group.id": f"test-conservation-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+            **extra,
+        }
+    )
+
+
+def group_committed(settings, topic: str, group: str) -> dict[int, int]:
+    """partition -> the consumer group's committed offset on ``topic`` (0 when none)."""
+    probe = judge_consumer(settings)
+    try:
+        partitions = sorted(probe.list_topics(topic, timeout=10).topics[topic].partitions)
+    finally:
+        probe.close()
+    member = Consumer({"bootstrap.servers": settings.kafka_bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        found = member.committed([TopicPartition(topic, p) for p in partitions], timeout=10)
+    finally:
+        member.close()
+    return {tp.partition: max(tp.offset, 0) for tp in found}
