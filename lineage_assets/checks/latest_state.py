@@ -26,7 +26,7 @@ from lineage_assets.checks.conservation import CHECK as CONSERVATION
 from lineage_assets.checks.conservation import checked_hops, observation_for, result_for
 from lineage_assets.connect.runs import ENGINE as CONNECT_ENGINE
 from lineage_assets.conservation.hops import Hop
-from lineage_assets.conservation.reconcile import reconcile
+from lineage_assets.conservation.reconcile import BUSY, reconcile
 from lineage_assets.conservation.stores import Stores
 from lineage_assets.flink.runs import ENGINE as FLINK_ENGINE
 from lineage_assets.flink.version_drift import CHECK, JOBS, version_result
@@ -42,6 +42,8 @@ LatestStateChecks = Callable[
     [dg.DagsterInstance, str, Sequence[dg.AssetMaterialization], Mapping[str, Any]],
     list[dg.AssetCheckEvaluation | dg.AssetObservation],
 ]
+#: seconds a tick waits for another reconciliation of the same hop before leaving it to the next tick
+LOCK_WAIT_S = 5.0
 #: the materialization metadata entry that names the producing job's open OpenLineage run
 RUN_ID = "openlineage/run_id"
 ENGINES = {"FLINK": FLINK_ENGINE, "KAFKA_CONNECT": CONNECT_ENGINE}
@@ -102,7 +104,9 @@ def build_latest_state_checks(pipeline: Pipeline, settings: StackSettings) -> La
         hop: Hop, key: dg.AssetKey, resources: Mapping[str, Any], evaluated_by: str, run_id: str | None
     ) -> list[dg.AssetCheckEvaluation | dg.AssetObservation]:
         stores = Stores(settings, pipeline, SimpleNamespace(**resources))
-        (balance,) = reconcile(stores, [hop.job.name], confirm_after_s=0)
+        (balance,) = reconcile(stores, [hop.job.name], confirm_after_s=0, lock_timeout=LOCK_WAIT_S)
+        if balance.unknown.startswith(BUSY):
+            return []  # a check run or the CLI is reconciling this hop now; the next tick evaluates it
         if run_id and "kafka" in resources:
             # the job's open run is told what the hop moved since the last tick that told it
             builder, _ = observed_event_builder(pipeline, resources["kafka"].registry())

@@ -13,6 +13,7 @@ from dataclasses import replace
 
 from lineage_assets.conservation.balance import HopBalance, StoreUnavailable
 from lineage_assets.conservation.hops import Hop, hops
+from lineage_assets.conservation.store import Busy
 from lineage_assets.conservation.stores import Stores
 from lineage_assets.lineage.identity import SPARK_SUPPLIER_STATS_JOB
 
@@ -56,14 +57,22 @@ def accepted_refs(stores: Stores, job: str) -> set[str]:
     return {key.split("|", 1)[1] for key in stores.counts.facts(ACCEPTED) if key.startswith(f"{job}|")}
 
 
-def balance_of(hop: Hop, stores: Stores) -> HopBalance:
+#: how an unknown balance begins when another process was reconciling the same hop (``lock_timeout`` passed)
+BUSY = "another reconciliation of this hop was running"
+
+
+def balance_of(hop: Hop, stores: Stores, lock_timeout: float | None = None) -> HopBalance:
     """The hop's balance, with accepted changes left out, or an unknown one saying which store did not answer and
     what to do; with the seconds its reading took."""
     started = time.monotonic()
     try:
-        with stores.counts.locked(hop.job.name):
+        with stores.counts.locked(hop.job.name, lock_timeout):
             found = reader(hop.job.name)(hop, stores)
         found = found.with_accepted(accepted_refs(stores, hop.job.name))
+    except Busy:
+        found = HopBalance(
+            hop.job.name, hop.input.qualified_name, hop.output_names, unknown=f"{BUSY}; it reports when it ends"
+        )
     except StoreUnavailable as exc:
         found = HopBalance(hop.job.name, hop.input.qualified_name, hop.output_names, unknown=str(exc))
     except Exception as exc:  # a reader's failure is an unknown balance of that hop, never another hop's report
@@ -78,13 +87,14 @@ def reconcile(
     jobs: list[str] | None = None,
     confirm_after_s: float = CONFIRM_AFTER_S,
     sleep: Callable[[float], None] = time.sleep,
+    lock_timeout: float | None = None,
 ) -> list[HopBalance]:
     """Every hop's balance (or those of ``jobs``), in the order of the data flow."""
     chosen = [h for name, h in hops(stores.pipeline).items() if name in READERS and (not jobs or name in jobs)]
-    found = [balance_of(h, stores) for h in chosen]
+    found = [balance_of(h, stores, lock_timeout) for h in chosen]
     doubtful = [i for i, b in enumerate(found) if b.lost_or_doubled and chosen[i].job.processing_type == "STREAMING"]
     if doubtful and confirm_after_s > 0:
         sleep(confirm_after_s)
         for i in doubtful:
-            found[i] = balance_of(chosen[i], stores)
+            found[i] = balance_of(chosen[i], stores, lock_timeout)
     return found

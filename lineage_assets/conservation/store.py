@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fcntl
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,6 +27,10 @@ CREATE TABLE IF NOT EXISTS facts (
     kind TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (kind, key)
 );
 """
+
+
+class Busy(RuntimeError):
+    """Another process is reconciling the same hop now."""
 
 
 class CountStore:
@@ -46,13 +51,25 @@ class CountStore:
             db.close()
 
     @contextmanager
-    def locked(self, name: str) -> Iterator[None]:
+    def locked(self, name: str, timeout: float | None = None) -> Iterator[None]:
         """Exclusive, across processes, for ``name`` (one hop): a reader's remembered state is read, brought up to
         date and written back as one step. Two at once (a sensor tick, the check schedule, the CLI) would each
-        resume a shared scan position the other moved, and skip records."""
+        resume a shared scan position the other moved, and skip records. ``timeout``: raise ``Busy`` after that
+        many seconds instead of waiting on (a sensor tick must stay short)."""
         lock_path = self.path.with_name(f"{self.path.name}.{name}.lock")
         with open(lock_path, "a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
+            if timeout is None:
+                fcntl.flock(handle, fcntl.LOCK_EX)
+            else:
+                deadline = time.monotonic() + timeout
+                while True:
+                    try:
+                        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        break
+                    except BlockingIOError:
+                        if time.monotonic() > deadline:
+                            raise Busy(name) from None
+                        time.sleep(0.2)
             try:
                 yield
             finally:

@@ -3,7 +3,9 @@
 import multiprocessing
 import time
 
-from lineage_assets.conservation.store import CountStore
+import pytest
+
+from lineage_assets.conservation.store import Busy, CountStore
 
 
 def _bump(path: str, times: int) -> None:
@@ -33,3 +35,27 @@ def test_marks_keep_the_first_and_the_newest(tmp_path):
     assert store.first_mark("orders", 0) == (0, 0)
     assert store.mark_below("orders", 0, 955) == (950, 475)
     assert store.mark_below("orders", 0, 500) == (0, 0)  # the marks between were dropped: resume from the first
+
+
+def _hold(path: str, seconds: float) -> None:
+    with CountStore(path).locked("hop"):
+        open(path + ".held", "w").close()  # the test waits for this before it tries
+        time.sleep(seconds)
+
+
+def test_a_lock_with_a_timeout_gives_up_and_says_the_hop_is_busy(tmp_path):
+    path = str(tmp_path / "counts.sqlite")
+    CountStore(path)
+    holder = multiprocessing.get_context("spawn").Process(target=_hold, args=(path, 5))
+    holder.start()
+    try:
+        store = CountStore(path)
+        deadline = time.monotonic() + 30
+        while not (tmp_path / "counts.sqlite.held").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with pytest.raises(Busy), store.locked("hop", timeout=0.3):
+            pass
+    finally:
+        holder.join(30)
+    with CountStore(path).locked("hop", timeout=0.3):  # free again
+        pass
