@@ -661,12 +661,17 @@ def balance(hop: Hop, stores: Stores, sleep=time.sleep) -> HopBalance:
     jid = flink.running_job()
     t0 = _now_ms()
     w0 = flink.watermark(jid) if jid else None
+    # the watermark an earlier reconciliation read (of the same Flink job): it bounds what fired before any
+    # checkpoint triggered after it, so a cut need not wait for a checkpoint after w0 to know the tail is short
+    earlier = json.loads(stores.counts.facts(FACTS).get("watermark") or "null")
     for attempt in range(2):
         cut = take_cut(hop, stores, flink, jid, sleep)
         book = read_book(hop, stores, cut, avro)
         # the event time the clock had surely reached before the cut's checkpoint: the newest window written (its
         # firing is committed), and the watermark read before that checkpoint was triggered
         before_cut = w0 if cut.checkpoint and cut.checkpoint.trigger_ms > t0 else None
+        if before_cut is None and earlier and earlier["jid"] == jid and cut.checkpoint:
+            before_cut = earlier["w"] if cut.checkpoint.trigger_ms > earlier["t"] else None
         fired_through = max((t for t in (book.fired_through, before_cut) if t is not None), default=None)
         since = tail_start_ms(fired_through)
         input_range = {p: (lo, cut.committed[p]) for p, (lo, _) in stores.kafka.offsets(hop.input.name).items()}
@@ -681,6 +686,8 @@ def balance(hop: Hop, stores: Stores, sleep=time.sleep) -> HopBalance:
         if attempt or not doubtful or (cut.checkpoint and cut.checkpoint.trigger_ms > t0):
             break
         _wait_for_checkpoint_after(flink, jid, t0, sleep)
+    if jid and w0 is not None:
+        stores.counts.put_facts(FACTS, {"watermark": json.dumps({"jid": jid, "w": w0, "t": t0})})
     ins = stores.kafka.count(hop.input.name, {p: [c] for p, c in cut.committed.items()})
     dlq = stores.kafka.count(hop.dead_letters.name, {p: [end] for p, (_, end) in cut.dlq_end.items()})
     notes = [
