@@ -16,6 +16,12 @@ from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.resources import build_resources
 
 
+@pytest.fixture(scope="module", autouse=True)
+def pipeline_has_data(pipeline_ran) -> None:
+    """Every hop has records, objects, windows and a summarised day to reconcile: the main job ran once (on a
+    fresh stack, these tests are the first to need it)."""
+
+
 @pytest.fixture(scope="module")
 def stores(settings, tmp_path_factory):
     """The deployment's stores, remembering counts in a private store of the test module."""
