@@ -4,8 +4,13 @@ sensors observed, (e) no second identity for the same data, (f) the upstream sti
 field the upstream gained warns). They run with each materialization and, for the
 streaming assets, on a schedule.
 
-The graph is read from Marquez's REST API. When a check fails, the project's own events (the lineage outbox) are
-replayed to say why: sent but Marquez holds something else, still queued, or never sent.
+A run reads the graph from Marquez's REST API ONCE: every asset's six checks belong to one subsettable multi-asset
+check, one step that reads the graph and evaluates whichever checks the run selected (``build_lineage_checks``); the
+sensors' ticks share one read likewise (``latest_state``). The read asks about the pipeline's own nodes only
+(``marquez_graph``), so a check costs the same however much other teams' lineage Marquez holds.
+
+When a check fails, the project's own events (the lineage outbox) are replayed to say why: sent but Marquez holds
+something else, still queued, or never sent.
 """
 
 from dataclasses import dataclass
@@ -21,6 +26,7 @@ from lineage_assets.flink.client import ACTIVE, FlinkClient, FlinkError
 from lineage_assets.flink.runs import flink_run_id
 from lineage_assets.lineage.identity import Dataset, Job, Pipeline
 from lineage_assets.lineage.marquez import MarquezError
+from lineage_assets.lineage.outbox import Counts
 from lineage_assets.metadata import asset_key
 from lineage_assets.resources import ConnectResource, FlinkResource, LineageResource
 
@@ -102,25 +108,53 @@ def read_graph(lineage: LineageResource, pipeline: Pipeline) -> LineageGraph | M
         return exc
 
 
+class Replay:
+    """The project's own events (the outbox) as lineage graphs, read once however many checks fail: as sent, and
+    with what is still queued. Explains a failed comparison (see compare.explain)."""
+
+    def __init__(self, lineage: LineageResource) -> None:
+        self._lineage = lineage
+        self._graphs: tuple[LineageGraph, LineageGraph] | None = None
+        self._counts: Counts | None = None
+
+    @property
+    def counts(self) -> Counts:
+        if self._counts is None:
+            self._counts = self._lineage.outbox().counts()
+        return self._counts
+
+    @property
+    def graphs(self) -> tuple[LineageGraph, LineageGraph]:
+        if self._graphs is None:
+            outbox = self._lineage.outbox()
+            self._graphs = (
+                LineageGraph.from_events(outbox.events(("sent",))),
+                LineageGraph.from_events(outbox.events(("sent", "queued"))),
+            )
+        return self._graphs
+
+
 def marquez_findings(
     lineage: LineageResource,
     ds: Dataset,
     pipeline: Pipeline,
     engine: EngineNow,
     graph: LineageGraph | MarquezError | None = None,
+    replay: Replay | None = None,
 ) -> dict[str, compare.Finding]:
-    """The six findings on what Marquez holds (``graph``: read once by the caller, shared by several assets);
-    failures explained by replaying the outbox (see compare.explain)."""
+    """The six findings on what Marquez holds (``graph``: read once by the caller, shared by every asset it
+    checks); failures explained by replaying the outbox (``replay``: likewise shared)."""
     graph = read_graph(lineage, pipeline) if graph is None else graph
     if isinstance(graph, MarquezError):
         return {name: compare.Finding(False, f"cannot read the lineage graph: {graph}") for name in CHECKS}
     found = findings(graph, ds, pipeline, engine)
     if all(f.passed for f in found.values()):
         return found
-    outbox = lineage.outbox()
-    counts = outbox.counts()
-    as_sent = findings(LineageGraph.from_events(outbox.events(("sent",))), ds, pipeline, engine)
-    with_queued = findings(LineageGraph.from_events(outbox.events(("sent", "queued"))), ds, pipeline, engine)
+    replay = replay or Replay(lineage)
+    sent_graph, queued_graph = replay.graphs
+    as_sent = findings(sent_graph, ds, pipeline, engine)
+    with_queued = findings(queued_graph, ds, pipeline, engine)
+    counts = replay.counts
     return {
         name: compare.explain(f, as_sent[name], with_queued[name], counts.queued, counts.backlog_age)
         for name, f in found.items()
@@ -131,29 +165,41 @@ def _metadata(finding: compare.Finding) -> dict[str, object]:
     return {"finding": finding.message, **{k: dg.MetadataValue.json(v) for k, v in finding.details.items()}}
 
 
+#: the one step that evaluates every lineage check of every asset
+CHECKS_NAME = "lineage_checks"
+
+
 def build_lineage_checks(pipeline: Pipeline, settings: StackSettings) -> list[dg.AssetChecksDefinition]:
-    return [_checks_for(pipeline, settings, ds) for ds in pipeline.datasets.values()]
-
-
-def _checks_for(pipeline: Pipeline, settings: StackSettings, ds: Dataset) -> dg.AssetChecksDefinition:
-    key = asset_key(ds)
-    producer = pipeline.jobs.get(ds.producer)
+    """One multi-asset check carrying the six checks of every asset, subsettable: a run (the checks job, the
+    5-minute schedule, one check from the UI) executes it as ONE step that reads the Marquez graph and the outbox
+    once and evaluates only the selected checks. One step per asset would read the graph once per asset, and the
+    multiprocess executor runs steps in separate processes, so they could not share a read."""
+    datasets = {asset_key(ds): ds for ds in pipeline.datasets.values()}
 
     @dg.multi_asset_check(
-        specs=[dg.AssetCheckSpec(name, asset=key, description=text) for name, text in CHECKS.items()],
-        name=f"lineage_checks_{ds.key}",
+        specs=[
+            dg.AssetCheckSpec(name, asset=key, description=text) for key in datasets for name, text in CHECKS.items()
+        ],
+        name=CHECKS_NAME,
+        description="the lineage checks (a)-(f) of every asset, against one read of the Marquez graph",
         can_subset=True,
     )
     def lineage_checks(
         context: dg.AssetCheckExecutionContext, lineage: LineageResource, flink: FlinkResource, connect: ConnectResource
     ):
-        engine = engine_now(context.instance, key, producer, flink.client(settings), connect.client())
-        selected = {k.name for k in context.selected_asset_check_keys}
-        for result in lineage_results(lineage, ds, pipeline, engine):
-            if result.check_name in selected:
-                yield result
+        selected = context.selected_asset_check_keys
+        keys = [key for key in datasets if any(k.asset_key == key for k in selected)]
+        graph = read_graph(lineage, pipeline)
+        replay = Replay(lineage)
+        flink_client, connect_client = flink.client(settings), connect.client()
+        for key in keys:
+            ds = datasets[key]
+            engine = engine_now(context.instance, key, pipeline.jobs.get(ds.producer), flink_client, connect_client)
+            for result in lineage_results(lineage, ds, pipeline, engine, graph, replay):
+                if dg.AssetCheckKey(key, result.check_name) in selected:
+                    yield result
 
-    return lineage_checks
+    return [lineage_checks]
 
 
 def lineage_results(
@@ -162,9 +208,11 @@ def lineage_results(
     pipeline: Pipeline,
     engine: EngineNow,
     graph: LineageGraph | MarquezError | None = None,
+    replay: Replay | None = None,
 ) -> list[dg.AssetCheckResult]:
     """The six lineage checks' results for ``ds``, as a check run and a sensor tick both record them."""
-    counts = lineage.outbox().counts()
+    replay = replay or Replay(lineage)
+    counts = replay.counts
     delivery = {"lineage/backlog": counts.queued, "lineage/backlog_age_s": round(counts.backlog_age, 1)}
     return [
         dg.AssetCheckResult(
@@ -175,7 +223,7 @@ def lineage_results(
             description=finding.message,
             metadata={**_metadata(finding), **delivery, "marquez/node_id": ds.node_id},
         )
-        for name, finding in marquez_findings(lineage, ds, pipeline, engine, graph).items()
+        for name, finding in marquez_findings(lineage, ds, pipeline, engine, graph, replay).items()
     ]
 
 

@@ -4,7 +4,8 @@ The sensors record a materialization of a streaming asset every few minutes (new
 on a schedule would evaluate an older one, so the asset page would show its checks as not executed for the latest
 materialization most of the time. Instead the sensor that records a materialization evaluates that asset's checks
 in the same tick and reports them right after it (check evaluations in its ``SensorResult``): the lineage checks
-(a)-(f) against one read of the Marquez graph shared by every asset of the tick, for a Flink job's output the
+(a)-(f) against one read of the Marquez graph (and of the outbox) shared by every asset of the tick, for a Flink
+job's output the
 version-drift warning, and for a hop's output its ``conservation`` check (one look at the stores, no second look: a
 tick must stay short, so a look that shows records lost or doubled is reported as a warning to confirm, and the
 scheduled check run, which looks twice, fails). The cost is bounded: one graph read, one question to the engine and
@@ -21,7 +22,7 @@ from typing import Any
 import dagster as dg
 
 from infra.settings import StackSettings
-from lineage_assets.checks.asset_checks import engine_now, lineage_results, read_graph
+from lineage_assets.checks.asset_checks import Replay, engine_now, lineage_results, read_graph
 from lineage_assets.checks.conservation import CHECK as CONSERVATION
 from lineage_assets.checks.conservation import checked_hops, observation_for, result_for
 from lineage_assets.connect.runs import ENGINE as CONNECT_ENGINE
@@ -82,7 +83,7 @@ def build_latest_state_checks(pipeline: Pipeline, settings: StackSettings) -> La
         evaluated_by = f"sensor {sensor}, with the materialization it recorded"
         lineage = resources["lineage"]
         flink, connect = resources.get("flink"), resources.get("connect")
-        graph = read_graph(lineage, pipeline)
+        graph, replay = read_graph(lineage, pipeline), Replay(lineage)
         flink_client = flink.client(settings) if flink is not None else None
         connect_client = connect.client() if connect is not None else None
         evaluations: list[dg.AssetCheckEvaluation | dg.AssetObservation] = []
@@ -91,7 +92,7 @@ def build_latest_state_checks(pipeline: Pipeline, settings: StackSettings) -> La
             engine = engine_now(instance, key, pipeline.jobs.get(ds.producer), flink_client, connect_client)
             evaluations += [
                 as_evaluation(result, key, evaluated_by)
-                for result in lineage_results(lineage, ds, pipeline, engine, graph)
+                for result in lineage_results(lineage, ds, pipeline, engine, graph, replay)
             ]
             if key in drift and flink_client is not None:
                 name, spec = drift[key]
