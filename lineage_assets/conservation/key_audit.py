@@ -24,7 +24,7 @@ import bisect
 import json
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,7 +62,9 @@ Position = tuple[int, int]  # (partition, offset)
 # Pure logic
 
 
-def spans_of(deep_range: Mapping[str, Any], committed: Mapping[int, int], log_start: Mapping[int, int]) -> dict:
+def spans_of(
+    deep_range: Mapping[str, Any], committed: Mapping[int, int], log_start: Mapping[int, int]
+) -> dict[int, tuple[int, int]]:
     """partition -> [from, to) offsets to audit, below the committed offsets ``committed`` (what the hop has taken
     over: records at or above are pending, not lost) and at or above the log start."""
     spans: dict[int, tuple[int, int]] = {}
@@ -123,15 +125,23 @@ class ArchiveFindings:
     beyond: int = 0
     #: offsets in the span held by exactly one line
     held: int = 0
+    #: lines on records of aborted transactions (the sink reads uncommitted): placed, not judged
+    aborted: int = 0
 
 
 def compare_archive(
-    span: tuple[int, int], records: Mapping[int, str | None], objects: Mapping[str, tuple[int, list[str | None]]]
+    span: tuple[int, int],
+    records: Mapping[int, str | None],
+    objects: Mapping[str, tuple[int, list[str | None]]],
+    aborted: Collection[int] = (),
 ) -> ArchiveFindings:
     """Compare objects (key -> (start offset, the order_id of each line)) with ``records`` (offset -> order_id, the
     records the sink writes a line for: dead letters and tombstones left out, read from at least the first object's
-    start up to the span's end). Line i of an object starting at s holds the i-th record at or after s."""
+    start up to the span's end). Line i of an object starting at s holds the i-th record at or after s. ``aborted``:
+    offsets among ``records`` of aborted transactions (Connect's sink consumer reads uncommitted, so it writes them):
+    they take a line, but only committed records are judged."""
     a, b = span
+    aborted = set(aborted)
     eligible = sorted(records)
     holders: dict[int, list[str]] = {}
     found = ArchiveFindings()
@@ -146,11 +156,16 @@ def compare_archive(
                 if offset >= b:
                     found.beyond += 1
                 continue
+            if offset in aborted:
+                found.aborted += 1
+                continue
             holders.setdefault(offset, []).append(key)
             expected = records[offset]
             if expected is not None and line_id != expected:
                 found.mismatched.append((offset, key, i + 1, line_id, expected))
     for offset in eligible[bisect.bisect_left(eligible, a) : bisect.bisect_left(eligible, b)]:
+        if offset in aborted:
+            continue
         keys = holders.get(offset, [])
         if not keys:
             found.missing.append(offset)
@@ -237,14 +252,14 @@ class RangeRecord:
     timestamp_ms: int
 
 
-def _consumer(stores: Stores, name: str) -> Consumer:
+def _consumer(stores: Stores, name: str, committed_only: bool = True) -> Consumer:
     return Consumer(
         stores.kafka.connection.client_config(
             **{
                 "group.id": f"lineage-lab-reconcile-deep-{name}",
                 "enable.auto.commit": False,
                 "enable.partition.eof": True,
-                "isolation.level": "read_committed",
+                "isolation.level": "read_committed" if committed_only else "read_uncommitted",
                 "auto.offset.reset": "earliest",
             }
         )
@@ -285,10 +300,13 @@ def _read(consumer: Consumer, topic: str, partition: int, start: int, stop: int,
         ) from exc
 
 
-def read_range(stores: Stores, topic: str, spans: Mapping[int, tuple[int, int]]) -> dict[int, list[RangeRecord]]:
-    """partition -> the committed records of the span, their order_id decoded (None: not Confluent Avro)."""
+def read_range(
+    stores: Stores, topic: str, spans: Mapping[int, tuple[int, int]], committed_only: bool = True
+) -> dict[int, list[RangeRecord]]:
+    """partition -> the committed records of the span (all records, aborted ones too, when not ``committed_only``),
+    their order_id decoded (None: not Confluent Avro)."""
     avro = AvroValues(stores.resources.kafka.registry())
-    consumer = _consumer(stores, "range")
+    consumer = _consumer(stores, "range", committed_only)
     found: dict[int, list[RangeRecord]] = {}
     try:
         for p, (a, b) in sorted(spans.items()):
@@ -351,6 +369,11 @@ def _connect_source(topic: str):
             return None
 
     return source_of
+
+
+def _skips(rows: list[RangeRecord], start: int, stop: int) -> bool:
+    """Whether the committed records of [start, stop) leave offsets out (markers or aborted records between them)."""
+    return len(rows) != stop - start
 
 
 def _oldest_ms(records: Mapping[int, list[RangeRecord]]) -> int:
@@ -543,6 +566,15 @@ def audit_archive(hop: Hop, stores: Stores) -> KeyAudit:
     # the records from the first object's start, and the dead letters since the oldest of them
     read_from = {p: (min([a, *objects[p].values()]), b) for p, (a, b) in spans.items()}
     records = read_range(stores, topic, read_from)
+    # Connect's sink consumer reads uncommitted: where offsets skip (transaction markers, aborted records), read
+    # what it read too, so that lines are placed on the records it wrote them for
+    aborted: dict[int, set[int]] = {p: set() for p in spans}
+    gapped = {p: read_from[p] for p, rows in records.items() if _skips(rows, *read_from[p])}
+    if gapped:
+        for p, rows in read_range(stores, topic, gapped, committed_only=False).items():
+            kept = {r.offset for r in records[p]}
+            aborted[p] = {r.offset for r in rows if r.offset not in kept}
+            records[p] = rows
     dead = (
         read_dead_letters(stores, hop.dead_letters.name, _connect_source(topic), _oldest_ms(records))
         if hop.dead_letters is not None
@@ -558,10 +590,11 @@ def audit_archive(hop: Hop, stores: Stores) -> KeyAudit:
     mismatched: list[str] = []
     named: set[str] = set()
     missing_runs: list[str] = []
+    aborted_lines = 0
     for p, (a, b) in sorted(spans.items()):
         eligible: dict[int, str | None] = {}
         for r in records.get(p, []):
-            in_span = a <= r.offset < b
+            in_span = a <= r.offset < b and r.offset not in aborted[p]
             if (p, r.offset) in dead:
                 result.dead_lettered += in_span
             elif r.tombstone:
@@ -571,7 +604,8 @@ def audit_archive(hop: Hop, stores: Stores) -> KeyAudit:
                 result.undecoded += in_span and r.order_id is None
             result.records += in_span
         held = {k: (s, lines[k]) for k, s in objects[p].items() if lines[k] is not None}
-        findings = compare_archive((a, b), eligible, held)  # type: ignore[arg-type]
+        findings = compare_archive((a, b), eligible, held, aborted[p])  # type: ignore[arg-type]
+        aborted_lines += findings.aborted
         missing += [f"{topic}[{p}]@{o}" for o in findings.missing]
         missing_runs += [f"{topic}[{p}]@{x}" + (f"..{y}" if y > x else "") for x, y in offset_spans(findings.missing)]
         for o, ks in sorted(findings.doubled.items()):
@@ -599,6 +633,12 @@ def audit_archive(hop: Hop, stores: Stores) -> KeyAudit:
         + _examples(mismatched, len(mismatched))
         + (f"; objects named: {', '.join(result.objects_named[:EXAMPLES])}" if result.objects_named else "")
         + (f"; {result.undecoded} records not decodable (their lines not compared)" if result.undecoded else "")
+        + (
+            f"; {sum(map(len, aborted.values()))} records of aborted transactions read as the sink reads them "
+            f"(uncommitted), {aborted_lines} archived"
+            if any(aborted.values())
+            else ""
+        )
         + "; copies under keys off the sink's layout are not seen here (the balance names them)"
         + f" ({result.seconds:.1f} s)"
     ]

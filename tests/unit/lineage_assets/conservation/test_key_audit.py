@@ -146,3 +146,16 @@ def test_decimal_prefixes_small_cases():
     assert decimal_prefixes(5, 12, width=3) == ["005", "006", "007", "008", "009", "010", "011"]
     assert decimal_prefixes(100, 300, width=3) == ["1", "2"]
     assert decimal_prefixes(7, 7, width=3) == []
+
+
+def test_aborted_records_the_sink_read_take_a_line_but_are_not_judged():
+    # offsets 2 and 3: an aborted transaction; Connect's consumer (read_uncommitted) wrote lines for them
+    records = {0: "a", 1: "b", 2: "x", 3: "y", 5: "c"}  # 4: the abort marker
+    found = compare_archive((0, 6), records, {"k0": (0, ["a", "b", "x", "y", "c"])}, aborted={2, 3})
+    assert (found.missing, found.doubled, found.mismatched, found.held, found.aborted) == ([], {}, [], 3, 2)
+
+
+def test_without_the_aborted_records_the_lines_would_be_shifted():
+    # the same object judged against the committed records alone: line 3 lands on offset 5, lines 4-5 beyond
+    found = compare_archive((0, 6), {0: "a", 1: "b", 5: "c"}, {"k0": (0, ["a", "b", "x", "y", "c"])})
+    assert found.mismatched == [(5, "k0", 3, "x", "c")] and found.beyond == 2
