@@ -17,16 +17,32 @@ sinks' Kafka transactions). So:
   (records stamped after the oldest window that can still be open, found with ``offsets_for_times``): an order
   whose raw value is in the dead-letter tail is a dead letter; one whose window has a committed firing is out; one
   whose window ends at or before the event time known to have been reached before the cut is not pending (so a
-  lost window shows as missing); the rest are pending.
+  lost window shows as missing); the rest are pending. The tail is decoded once, incrementally (``TailBook``,
+  remembered with the window book): each run decodes only the orders between where the last run stopped (at least
+  the tail start) and C, and the dead letters past the last run's end, and keeps the orders that may still be
+  pending (partition, offset, time, window, digest of the raw value) and the dead letters no such order matched
+  yet. Each of these decisions is final (a window that fired, or that the known event time passed, never makes an
+  order pending again; a match stays a match), so a run costs what arrived since the last one. C going back (a job
+  restored from an older checkpoint) drops the orders past it, to be decoded again; retention deleting records
+  not decoded yet makes the run read from the log start and say so; a lost count store costs one full tail read.
+
+How the cut is taken: C, the output's end, the dead letters' end, C again, with the newest checkpoint read before
+and after; taken again while anything moved, and after a wait while a checkpoint completed less than
+``SETTLE_MS`` ago (its commits may be on their way), unless the cut sees exactly what the last settled cut saw
+and that one left nothing pending (no commit of the new checkpoint is visible, so nothing is half-committed).
 """
 
 from __future__ import annotations
 
 import base64
+import functools
+import hashlib
 import io
 import json
+import logging
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -61,7 +77,10 @@ _CUT_ATTEMPTS = 6
 _LONG_MIN = -(2**63)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
+log = logging.getLogger(__name__)
 
+
+@functools.lru_cache(maxsize=4096)
 def utc_text(ms: int) -> str:
     """The job's window bound format (OrderRule.utcText: seconds, UTC)."""
     return (_EPOCH + timedelta(milliseconds=ms)).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -307,31 +326,198 @@ class Pending:
     windows: dict[int, int]
 
 
-def pending_orders(
-    tail: list[TailOrder], dead_raw: Counter[bytes], book: WindowBook, fired_through: int | None
-) -> Pending:
-    """Orders of the tail whose window had not fired at the cut: not dead-lettered (matched by raw value), a
-    window with no committed firing, ending after ``fired_through`` (the event time the job's clock is known to
-    have reached before the cut; a window ending at or before it fired before the cut, so an order of it not in
-    the output is missing, not pending)."""
-    dead = Counter(dead_raw)
-    count, since, windows = 0, None, Counter()
-    for order in tail:
-        if order.raw is not None and dead[order.raw] > 0:
-            dead[order.raw] -= 1
-            continue
+def digest(raw: bytes) -> str:
+    """What the tail book keeps of an order's raw value to match it with its dead letter (16 bytes, hex)."""
+    return hashlib.blake2b(raw, digest_size=16).hexdigest()
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A decoded order below C whose window had no committed firing and ended after ``fired_through`` when it was
+    read: pending until its window fires, its window's end passes ``fired_through`` (then it is out or missing) or
+    its dead letter turns up."""
+
+    partition: int
+    offset: int
+    timestamp_ms: int
+    window_start_ms: int
+    supplier: str
+    digest: str
+
+    @property
+    def window_end_ms(self) -> int:
+        return self.window_start_ms + WINDOW_MS
+
+    @property
+    def key(self) -> str:
+        return window_key(utc_text(self.window_start_ms), self.supplier)
+
+
+def _undecided(start_ms: int, supplier: str, book: WindowBook, fired_through: int | None) -> bool:
+    """An order of this window can still be pending: the window ends after ``fired_through`` (one ending at or
+    before it fired before the cut) and has no committed firing."""
+    if fired_through is not None and start_ms + WINDOW_MS - 1 <= fired_through:
+        return False
+    return not book.has_firing(window_key(utc_text(start_ms), supplier))
+
+
+@dataclass
+class TailBook:
+    """What the tail of ``orders`` (and of the dead letters) has told so far, so that each run decodes only the
+    records that arrived since the last one: how far each partition was decoded, the orders that may still be
+    pending (``candidates``) and the dead letters no candidate matched yet. Every decision it keeps is final: a
+    window that fired (or that ``fired_through`` passed) never makes its orders pending again, and a matched dead
+    letter stays matched. Serialized whole into one fact (``FACTS``/``tail``), saved once per reconciliation."""
+
+    #: orders partition -> records below this offset were decoded (it follows C, also backwards)
+    positions: dict[int, int] = field(default_factory=dict)
+    candidates: list[Candidate] = field(default_factory=list)
+    #: dead-letter partition -> records below this offset were read
+    dlq_positions: dict[int, int] = field(default_factory=dict)
+    #: dead letters not matched to a candidate: raw digest -> [(partition, offset)], oldest first
+    dead: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    #: the highest ``fired_through`` a reconciliation used: the event time known to have fired stays known
+    fired_through: int | None = None
+
+    # where to read
+    def resume(
+        self, committed: dict[int, int], tail_starts: dict[int, int], log_starts: dict[int, int]
+    ) -> tuple[dict[int, tuple[int, int]], list[str]]:
+        """The orders to decode now, partition -> (from, to C), and notes. ``tail_starts``: partition -> the first
+        offset of the tail (stamped at or after the tail start, at least the log start). Candidates at or past C
+        (the job restored an older checkpoint: C went back) and before the tail start are dropped."""
+        notes: list[str] = []
+        ranges: dict[int, tuple[int, int]] = {}
+        rewound = {p: (self.positions[p], c) for p, c in committed.items() if self.positions.get(p, -1) > c}
+        if rewound:
+            notes.append(
+                "the group's committed offsets went back (a job restored from an older checkpoint or savepoint): "
+                + ", ".join(f"orders[{p}] {was} -> {c}" for p, (was, c) in sorted(rewound.items()))
+                + "; orders past them are decoded again when the job commits them again"
+            )
+        self.candidates = [
+            c
+            for c in self.candidates
+            if c.partition in committed and tail_starts[c.partition] <= c.offset < committed[c.partition]
+        ]
+        for p, c in committed.items():
+            position = self.positions.get(p)
+            if position is not None and position < log_starts[p] and tail_starts[p] <= log_starts[p] < c:
+                notes.append(
+                    f"orders[{p}]: retention deleted offsets {position}..{log_starts[p] - 1} before the tail was "
+                    "decoded; read from the log start"
+                )
+            start = tail_starts[p] if position is None else max(min(position, c), tail_starts[p])
+            ranges[p] = (start, c)
+        return ranges, notes
+
+    def resume_dead(self, ends: dict[int, int], tail_starts: dict[int, int]) -> dict[int, tuple[int, int]]:
+        """The dead letters to read now, partition -> (from, to their end); unmatched ones before the tail start
+        are forgotten (the tail holds no order of theirs any more: keeps the set bounded)."""
+        for d, where in list(self.dead.items()):
+            kept = [(p, o) for p, o in where if p in tail_starts and o >= tail_starts[p]]
+            if kept:
+                self.dead[d] = kept
+            else:
+                del self.dead[d]
+        ranges: dict[int, tuple[int, int]] = {}
+        for p, end in ends.items():
+            position = self.dlq_positions.get(p)
+            # a position past the end: the topic was recreated; read its tail again
+            start = tail_starts[p] if position is None or position > end else max(position, tail_starts[p])
+            ranges[p] = (start, end)
+        return ranges
+
+    # what was read
+    def take_dead(self, letters: list[tuple[int, int, str]]) -> None:
+        """New dead letters (partition, offset, raw digest), in offset order; then the candidates they match (in
+        offset order, as the orders arrived) are dead letters, not pending."""
+        for p, o, d in letters:
+            self.dead.setdefault(d, []).append((p, o))
+        kept = []
+        for c in sorted(self.candidates, key=lambda c: (c.partition, c.offset)):
+            if not self._match(c.digest):
+                kept.append(c)
+        self.candidates = kept
+
+    def _match(self, d: str) -> bool:
+        where = self.dead.get(d)
+        if not where:
+            return False
+        where.pop(0)
+        if not where:
+            del self.dead[d]
+        return True
+
+    def take_order(self, order: TailOrder, book: WindowBook, fired_through: int | None) -> None:
+        """One newly decoded order below C (offset order within its partition)."""
+        if order.raw is not None and self._match(digest(order.raw)):
+            return
         if order.supplier is None or order.bid_ms is None:
-            continue  # the job dead-letters it; not being in the dead letters makes it missing
+            return  # the job dead-letters it; not being in the dead letters makes it missing
         start = window_start(order.bid_ms)
-        max_ts = start + WINDOW_MS - 1
-        if fired_through is not None and max_ts <= fired_through:
-            continue
-        if book.has_firing(window_key(utc_text(start), order.supplier)):
-            continue
-        count += 1
-        windows[start + WINDOW_MS] += 1
-        since = order.timestamp_ms if since is None else min(since, order.timestamp_ms)
-    return Pending(count, since, dict(windows))
+        if _undecided(start, order.supplier, book, fired_through):
+            self.candidates.append(
+                Candidate(
+                    order.partition,
+                    order.offset,
+                    order.timestamp_ms,
+                    start,
+                    order.supplier,
+                    digest(order.raw) if order.raw is not None else "",
+                )
+            )
+
+    def settle(
+        self,
+        book: WindowBook,
+        fired_through: int | None,
+        committed: dict[int, int],
+        dlq_ends: dict[int, int],
+    ) -> None:
+        """After the reads: positions at the cut, and candidates whose window fired or ended at or before
+        ``fired_through`` dropped for good."""
+        self.positions = dict(committed)
+        self.dlq_positions = dict(dlq_ends)
+        if fired_through is not None:
+            self.fired_through = max(fired_through, self.fired_through or fired_through)
+        self.candidates = [
+            c for c in self.candidates if _undecided(c.window_start_ms, c.supplier, book, self.fired_through)
+        ]
+
+    def pending(self) -> Pending:
+        windows: Counter[int] = Counter(c.window_end_ms for c in self.candidates)
+        since = min((c.timestamp_ms for c in self.candidates), default=None)
+        return Pending(len(self.candidates), since, dict(windows))
+
+    # persistence
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "positions": {str(p): o for p, o in self.positions.items()},
+                "candidates": [
+                    [c.partition, c.offset, c.timestamp_ms, c.window_start_ms, c.supplier, c.digest]
+                    for c in self.candidates
+                ],
+                "dlq_positions": {str(p): o for p, o in self.dlq_positions.items()},
+                "dead": {d: [list(w) for w in where] for d, where in self.dead.items()},
+                "fired_through": self.fired_through,
+            },
+            sort_keys=True,
+        )
+
+    @classmethod
+    def from_json(cls, text: str | None) -> TailBook:
+        if not text:
+            return cls()
+        d = json.loads(text)
+        return cls(
+            positions={int(p): o for p, o in d.get("positions", {}).items()},
+            candidates=[Candidate(*c) for c in d.get("candidates", [])],
+            dlq_positions={int(p): o for p, o in d.get("dlq_positions", {}).items()},
+            dead={k: [(p, o) for p, o in v] for k, v in d.get("dead", {}).items()},
+            fired_through=d.get("fired_through"),
+        )
 
 
 def tail_start_ms(fired_through: int | None) -> int | None:
@@ -504,15 +690,32 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def take_cut(hop: Hop, stores: Stores, flink: FlinkView, jid: str | None, sleep=time.sleep) -> Cut:
+def cut_key(cut: Cut) -> str:
+    """What a cut saw, to tell next time whether anything moved since (JSON)."""
+    return json.dumps(
+        {
+            "orders": {str(p): c for p, c in cut.committed.items()},
+            "output": {str(p): end for p, (_, end) in cut.output_end.items()},
+            "dead_letters": {str(p): end for p, (_, end) in cut.dlq_end.items()},
+        },
+        sort_keys=True,
+    )
+
+
+def take_cut(
+    hop: Hop, stores: Stores, flink: FlinkView, jid: str | None, sleep=time.sleep, quiet: str | None = None
+) -> Cut:
     """C, the output's end, the DLQ's end, C again (and the newest checkpoint around them); taken again while
-    anything moved or a checkpoint has just completed (its commits may still be on their way)."""
+    anything moved or a checkpoint has just completed (its commits may still be on their way). ``quiet``: the
+    ``cut_key`` of an earlier settled cut that left nothing pending; a cut that sees exactly it again needs no
+    settling (no commit of the new checkpoint is visible: it sees the same records as that cut, which balanced)."""
     topic = hop.input.name
     partitions = sorted(stores.kafka.offsets(topic))
     cut = None
     for _ in range(_CUT_ATTEMPTS):
         before = flink.checkpoint(jid) if jid else None
-        if before is not None and _now_ms() - before.ack_ms < SETTLE_MS:
+        settling = before is not None and _now_ms() - before.ack_ms < SETTLE_MS
+        if settling and quiet is None:
             sleep((SETTLE_MS - (_now_ms() - before.ack_ms)) / 1000)
             continue
         c1 = stores.kafka.committed(topic, GROUP, partitions)
@@ -521,7 +724,11 @@ def take_cut(hop: Hop, stores: Stores, flink: FlinkView, jid: str | None, sleep=
         c2 = stores.kafka.committed(topic, GROUP, partitions)
         after = flink.checkpoint(jid) if jid else None
         steady = c1 == c2 and before == after
-        cut = Cut({p: max(o, 0) for p, o in c2.items()}, out, dlq, after, steady)
+        found = Cut({p: max(o, 0) for p, o in c2.items()}, out, dlq, after, steady)
+        if settling and not (steady and cut_key(found) == quiet):
+            sleep(max(SETTLE_MS - (_now_ms() - before.ack_ms), 0) / 1000)
+            continue
+        cut = found
         if steady:
             return cut
         sleep(0.5)
@@ -538,6 +745,8 @@ def take_cut(hop: Hop, stores: Stores, flink: FlinkView, jid: str | None, sleep=
 
 
 def _consumer(stores: Stores) -> Consumer:
+    """Reads up to known end offsets: a partition ending in a transaction marker is only done at its end-of-
+    partition event, which a fetch waiting for more data (500 ms by default) would hold back."""
     return Consumer(
         stores.kafka.connection.client_config(
             **{
@@ -546,30 +755,49 @@ def _consumer(stores: Stores) -> Consumer:
                 "enable.partition.eof": True,
                 "isolation.level": "read_committed",
                 "auto.offset.reset": "earliest",
+                "fetch.wait.max.ms": 20,
             }
         )
     )
 
 
-def read_range(stores: Stores, topic: str, ranges: dict[int, tuple[int, int]], since_ms: int | None) -> list[Message]:
-    """Committed records of ``topic`` from the first stamped at or after ``since_ms`` (None: the log start) up to
-    each partition's end offset; ranges: partition -> (log start, end)."""
-    consumer = _consumer(stores)
-    found: list[Message] = []
-    where = f"reading {topic} from {utc_text(since_ms) if since_ms is not None else 'its log start'}"
+def _kafka_unavailable(stores: Stores, where: str, exc: Any) -> StoreUnavailable:
+    return StoreUnavailable(
+        f"Kafka at {stores.kafka.connection.bootstrap} did not answer while {where} ({exc}); start the broker "
+        "(`lineage-lab stack up kafka`), then reconcile again"
+    )
+
+
+def tail_starts(
+    stores: Stores, consumer: Consumer, topic: str, ranges: dict[int, tuple[int, int]], since_ms: int | None
+) -> dict[int, int]:
+    """partition -> the first offset of ``topic``'s tail: stamped at or after ``since_ms`` (None: the log start),
+    at least the log start; the end when no record is stamped that late. ranges: partition -> (log start, end)."""
+    starts = {p: lo for p, (lo, _) in ranges.items()}
+    if since_ms is None or not ranges:
+        return starts
     try:
-        starts = {p: lo for p, (lo, _) in ranges.items()}
-        if since_ms is not None:
-            timed = consumer.offsets_for_times(
-                [TopicPartition(topic, p, since_ms) for p in ranges], timeout=stores.kafka.timeout
-            )
-            for tp in timed:
-                lo, end = ranges[tp.partition]
-                starts[tp.partition] = end if tp.offset < 0 else max(tp.offset, lo)
-        for p, (_, end) in sorted(ranges.items()):
-            if starts[p] >= end:
-                continue
-            consumer.assign([TopicPartition(topic, p, starts[p])])
+        timed = consumer.offsets_for_times(
+            [TopicPartition(topic, p, since_ms) for p in ranges], timeout=stores.kafka.timeout
+        )
+    except KafkaException as exc:
+        raise _kafka_unavailable(stores, f"finding {topic}'s records stamped from {utc_text(since_ms)}", exc) from exc
+    for tp in timed:
+        lo, end = ranges[tp.partition]
+        starts[tp.partition] = end if tp.offset < 0 else max(tp.offset, lo)
+    return starts
+
+
+def read_ranges(
+    stores: Stores, consumer: Consumer, topic: str, ranges: dict[int, tuple[int, int]]
+) -> Iterator[Message]:
+    """Committed records of ``topic``, partition -> [from, to) offsets, in offset order per partition."""
+    for p, (start, end) in sorted(ranges.items()):
+        if start >= end:
+            continue
+        where = f"reading {topic}[{p}] offsets {start}..{end - 1}"
+        try:
+            consumer.assign([TopicPartition(topic, p, start)])
             quiet_since = time.monotonic()
             done = False
             while not done:
@@ -590,18 +818,62 @@ def read_range(stores: Stores, topic: str, ranges: dict[int, tuple[int, int]], s
                     if msg.offset() >= end:
                         done = True
                         break
-                    found.append(msg)
+                    yield msg
                     if msg.offset() + 1 >= end:
                         done = True
                         break
-    except KafkaException as exc:
-        raise StoreUnavailable(
-            f"Kafka at {stores.kafka.connection.bootstrap} did not answer while {where} ({exc}); start the broker "
-            "(`lineage-lab stack up kafka`), then reconcile again"
-        ) from exc
+        except KafkaException as exc:
+            raise _kafka_unavailable(stores, where, exc) from exc
+
+
+@dataclass(frozen=True)
+class TailRead:
+    """What one run decoded of the tails (the work a run does beyond a few requests: it follows what is new)."""
+
+    orders: int
+    dead_letters: int
+    order_ranges: dict[int, tuple[int, int]]
+    notes: list[str]
+
+
+def advance_tail(
+    hop: Hop,
+    stores: Stores,
+    cut: Cut,
+    tail: TailBook,
+    book: WindowBook,
+    fired_through: int | None,
+    avro: AvroValues,
+) -> TailRead:
+    """Bring ``tail`` up to the cut: decode the orders from where it stood (or the tail start) to C and the dead
+    letters past its position, then settle its candidates against ``book`` and ``fired_through``."""
+    since = tail_start_ms(fired_through)
+    log_starts = {p: lo for p, (lo, _) in stores.kafka.offsets(hop.input.name).items()}
+    missing = sorted(set(cut.committed) - set(log_starts))
+    if missing:
+        raise StoreUnavailable(f"{hop.input.name} has no partitions {missing} on {stores.kafka.connection.bootstrap}")
+    consumer = _consumer(stores)
+    try:
+        input_range = {p: (log_starts[p], c) for p, c in cut.committed.items()}
+        order_starts = tail_starts(stores, consumer, hop.input.name, input_range, since)
+        ranges, notes = tail.resume(cut.committed, order_starts, log_starts)
+        letters: list[tuple[int, int, str]] = []
+        if hop.dead_letters:
+            dlq_starts = tail_starts(stores, consumer, hop.dead_letters.name, cut.dlq_end, since)
+            dlq_ranges = tail.resume_dead({p: end for p, (_, end) in cut.dlq_end.items()}, dlq_starts)
+            for msg in read_ranges(stores, consumer, hop.dead_letters.name, dlq_ranges):
+                raw = dead_raw_value(msg)
+                if raw is not None:
+                    letters.append((msg.partition(), msg.offset(), digest(raw)))
+        tail.take_dead(letters)
+        decoded = 0
+        for msg in read_ranges(stores, consumer, hop.input.name, ranges):
+            tail.take_order(tail_order(msg, avro), book, fired_through)
+            decoded += 1
     finally:
         consumer.close()
-    return found
+    tail.settle(book, fired_through, cut.committed, {p: end for p, (_, end) in cut.dlq_end.items()})
+    return TailRead(decoded, len(letters), ranges, notes)
 
 
 def read_book(hop: Hop, stores: Stores, cut: Cut, avro: AvroValues) -> WindowBook:
@@ -654,31 +926,61 @@ def accept(stores: Stores, refs: list[str]) -> None:
     acknowledge_other_writers(stores, through)
 
 
+class _Steps:
+    """Seconds per step of a reconciliation, for the log (where a slow run spends its time)."""
+
+    def __init__(self) -> None:
+        self.laps: list[tuple[str, float]] = []
+        self._at = time.monotonic()
+
+    def lap(self, name: str) -> None:
+        now = time.monotonic()
+        self.laps.append((name, now - self._at))
+        self._at = now
+
+    def __str__(self) -> str:
+        total = sum(s for _, s in self.laps)
+        return f"{total:.2f} s (" + ", ".join(f"{n} {s:.2f} s" for n, s in self.laps) + ")"
+
+
 def balance(hop: Hop, stores: Stores, sleep=time.sleep) -> HopBalance:
     """supplier-stats' balance at one cut (see the module doc)."""
+    steps = _Steps()
     flink = FlinkView(stores)
     avro = AvroValues(stores.resources.kafka.registry())
     jid = flink.running_job()
     t0 = _now_ms()
     w0 = flink.watermark(jid) if jid else None
+    remembered = stores.counts.facts(FACTS)
     # the watermark an earlier reconciliation read (of the same Flink job): it bounds what fired before any
     # checkpoint triggered after it, so a cut need not wait for a checkpoint after w0 to know the tail is short
-    earlier = json.loads(stores.counts.facts(FACTS).get("watermark") or "null")
+    earlier = json.loads(remembered.get("watermark") or "null")
+    # what earlier runs decoded of the tail; brought up to each attempt's cut in turn (every decision it keeps is
+    # final, so a second attempt goes on from the first one's state and adds nothing twice), saved once at the end
+    tail = TailBook.from_json(remembered.get("tail"))
+    steps.lap("flink, remembered facts")
+    tail_notes: list[str] = []
+    decoded = dead_read = 0
     for attempt in range(2):
-        cut = take_cut(hop, stores, flink, jid, sleep)
+        cut = take_cut(hop, stores, flink, jid, sleep, remembered.get("quiet_cut") or None)
+        steps.lap("cut")
         book = read_book(hop, stores, cut, avro)
+        steps.lap("window book")
         # the event time the clock had surely reached before the cut's checkpoint: the newest window written (its
-        # firing is committed), and the watermark read before that checkpoint was triggered
+        # firing is committed), the watermark read before that checkpoint was triggered, and what an earlier run
+        # knew (it stays true)
         before_cut = w0 if cut.checkpoint and cut.checkpoint.trigger_ms > t0 else None
         if before_cut is None and earlier and earlier["jid"] == jid and cut.checkpoint:
             before_cut = earlier["w"] if cut.checkpoint.trigger_ms > earlier["t"] else None
-        fired_through = max((t for t in (book.fired_through, before_cut) if t is not None), default=None)
+        fired_through = max(
+            (t for t in (book.fired_through, before_cut, tail.fired_through) if t is not None), default=None
+        )
         since = tail_start_ms(fired_through)
-        input_range = {p: (lo, cut.committed[p]) for p, (lo, _) in stores.kafka.offsets(hop.input.name).items()}
-        tail = [tail_order(m, avro) for m in read_range(stores, hop.input.name, input_range, since)]
-        dead_tail = read_range(stores, hop.dead_letters.name, cut.dlq_end, since) if hop.dead_letters else []
-        dead_raw = Counter(r for r in (dead_raw_value(m) for m in dead_tail) if r is not None)
-        pending = pending_orders(tail, dead_raw, book, fired_through)
+        read = advance_tail(hop, stores, cut, tail, book, fired_through, avro)
+        decoded, dead_read = decoded + read.orders, dead_read + read.dead_letters
+        tail_notes += [n for n in read.notes if n not in tail_notes]
+        pending = tail.pending()
+        steps.lap("tail")
         now_mark = flink.watermark(jid) if jid else None
         # a pending window the clock has passed may have fired after the checkpoint (its output not committed yet)
         # or be lost: one checkpoint triggered after w0 was read tells (then w0 bounds what fired before it)
@@ -686,10 +988,26 @@ def balance(hop: Hop, stores: Stores, sleep=time.sleep) -> HopBalance:
         if attempt or not doubtful or (cut.checkpoint and cut.checkpoint.trigger_ms > t0):
             break
         _wait_for_checkpoint_after(flink, jid, t0, sleep)
+        steps.lap("wait for a checkpoint")
+    # a settled cut that left nothing pending: seeing it unchanged next time needs no wait for a checkpoint to settle
+    quiet = cut.steady and pending.orders == 0 and not doubtful
+    saved = {"tail": tail.to_json(), "quiet_cut": cut_key(cut) if quiet else ""}
     if jid and w0 is not None:
-        stores.counts.put_facts(FACTS, {"watermark": json.dumps({"jid": jid, "w": w0, "t": t0})})
+        saved["watermark"] = json.dumps({"jid": jid, "w": w0, "t": t0})
+    stores.counts.put_facts(FACTS, saved)
     ins = stores.kafka.count(hop.input.name, {p: [c] for p, c in cut.committed.items()})
     dlq = stores.kafka.count(hop.dead_letters.name, {p: [end] for p, (_, end) in cut.dlq_end.items()})
+    steps.lap("save, in and dead-letter counts")
+    log.info(
+        "supplier-stats reconciled in %s; decoded %d orders (%s) and %d dead letters, %d candidates, %d unmatched "
+        "dead letters remembered",
+        steps,
+        decoded,
+        _spans_text({p: Span(1, 0, lo, hi - 1) for p, (lo, hi) in read.order_ranges.items() if hi > lo}) or "none",
+        dead_read,
+        len(tail.candidates),
+        sum(len(w) for w in tail.dead.values()),
+    )
     notes = [
         f"cut: checkpoint {cut.checkpoint.id if cut.checkpoint else '-'}; the group's committed offsets C read "
         "before and after the output's and dead letters' ends"
@@ -701,7 +1019,9 @@ def balance(hop: Hop, stores: Stores, sleep=time.sleep) -> HopBalance:
         + (utc_text(since) if since is not None else "the log start")
         + ") in windows with no committed firing ending after event time "
         + (utc_text(fired_through) if fired_through is not None else "- (nothing fired yet)")
-        + "; dead letters matched by raw value",
+        + "; dead letters matched by raw value. The tail is decoded once: each run reads only the orders and dead "
+        "letters past the positions remembered, and keeps the orders that may still be pending",
+        *tail_notes,
     ]
     if jid is None:
         notes.append(

@@ -7,7 +7,6 @@ import base64
 import io
 import json
 import re
-from collections import Counter
 from pathlib import Path
 
 import fastavro
@@ -15,7 +14,7 @@ import pytest
 
 from lineage_assets.conservation import supplier_windows as sw
 from lineage_assets.conservation.balance import OtherWriter
-from lineage_assets.conservation.supplier_windows import OutputRecord, TailOrder, WindowBook
+from lineage_assets.conservation.supplier_windows import OutputRecord, TailBook, TailOrder, WindowBook
 
 # 2026-11-25T21:40:00Z and the window bounds after it, written out by hand
 T0 = 1795642800000
@@ -150,31 +149,187 @@ def test_the_book_survives_its_json() -> None:
     assert WindowBook.from_json(None) == WindowBook()
 
 
-def order(off: int, bid_ms: int | None, supplier: str | None = "Joe", raw: bytes | None = None, ts: int = 0):
-    return TailOrder(0, off, ts or (bid_ms or T0) + 200, raw or f"order-{off}".encode(), supplier, bid_ms)
+def order(off: int, bid_ms: int | None, supplier: str | None = "Joe", raw: bytes | None = None, ts: int = 0, p=0):
+    return TailOrder(p, off, ts or (bid_ms or T0) + 200, raw or f"order-{off}".encode(), supplier, bid_ms)
+
+
+def letter(off: int, raw: bytes, p: int = 0) -> tuple[int, int, str]:
+    return (p, off, sw.digest(raw))
+
+
+def one_run(tail: TailBook, book: WindowBook, committed: dict[int, int], orders=(), letters=(), starts=None):
+    """One reconciliation's tail step as ``advance_tail`` does it, with the records handed in (no Kafka): returns
+    the ranges it would have decoded."""
+    starts = starts or {p: 0 for p in committed}
+    ranges, _ = tail.resume(committed, starts, dict(starts))
+    tail.take_dead(list(letters))
+    for o in orders:
+        assert ranges[o.partition][0] <= o.offset < ranges[o.partition][1], "a record the run would not read"
+        tail.take_order(o, book, book.fired_through)
+    tail.settle(book, book.fired_through, committed, {0: 100})
+    return ranges
 
 
 def test_pending_orders_are_those_of_windows_not_fired_at_the_cut() -> None:
     book = WindowBook()
-    book.add([job(0, 0, S1, T0 + 10_000, "Joe", 1)])  # S1|Joe fired
-    tail = [
-        order(1, T0 + 3_000),  # S0: ends before fired_through: fired before the cut, not pending
-        order(2, T0 + 6_000),  # S1|Joe: has a committed firing
-        order(3, T0 + 11_000),  # S2|Joe: pending
-        order(4, T0 + 12_000, "Ann"),  # S2|Ann: pending
-        order(5, T0 + 16_000, raw=b"late"),  # dead-lettered (matched by its raw value)
-        order(6, T0 + 16_000, raw=b"late"),  # the same bytes again: only one dead letter, so pending
-        order(7, None, None, raw=b"junk"),  # not an order Python decodes: never pending
-    ]
-    found = sw.pending_orders(tail, Counter({b"late": 1, b"other": 1}), book, fired_through=T0 + 9_999)
+    book.add([job(0, 0, S1, T0 + 10_000, "Joe", 1)])  # S1|Joe fired: fired_through 21:40:09.999
+    tail = TailBook()
+    one_run(
+        tail,
+        book,
+        {0: 8},
+        [
+            order(1, T0 + 3_000),  # S0: ends before fired_through: fired before the cut, not pending
+            order(2, T0 + 6_000),  # S1|Joe: has a committed firing
+            order(3, T0 + 11_000),  # S2|Joe: pending
+            order(4, T0 + 12_000, "Ann"),  # S2|Ann: pending
+            order(5, T0 + 16_000, raw=b"late"),  # dead-lettered (matched by its raw value)
+            order(6, T0 + 16_000, raw=b"late"),  # the same bytes again: only one dead letter, so pending
+            order(7, None, None, raw=b"junk"),  # not an order Python decodes: never pending
+        ],
+        [letter(0, b"late"), letter(1, b"other")],
+    )
+    found = tail.pending()
     assert found.orders == 3
     assert found.windows == {T0 + 15_000: 2, T0 + 20_000: 1}
     assert found.since_ms == T0 + 11_200
+    assert [c.offset for c in tail.candidates] == [3, 4, 6]
+    assert tail.dead == {sw.digest(b"other"): [(0, 1)]}  # kept until the tail start passes it
+    assert tail.positions == {0: 8}
 
 
 def test_nothing_fired_yet_makes_every_undelivered_order_pending() -> None:
-    found = sw.pending_orders([order(1, T0 + 1), order(2, T0 + 9_000)], Counter(), WindowBook(), None)
+    tail = TailBook()
+    one_run(tail, WindowBook(), {0: 3}, [order(1, T0 + 1), order(2, T0 + 9_000)])
+    found = tail.pending()
     assert found.orders == 2 and found.since_ms == T0 + 201
+
+
+def test_a_second_run_decodes_only_new_orders_and_settles_the_remembered_ones() -> None:
+    book = WindowBook()
+    book.add([job(0, 0, S1, T0 + 10_000, "Joe", 1)])  # fired_through 21:40:09.999
+    tail = TailBook()
+    first = one_run(
+        tail,
+        book,
+        {0: 4},
+        [
+            order(0, T0 + 11_000),  # S2|Joe
+            order(1, T0 + 12_000, "Ann"),  # S2|Ann
+            order(2, T0 + 16_000, raw=b"bad"),  # S3|Joe: its dead letter is not committed yet
+            order(3, T0 + 3_000),  # S0: fired before the cut
+        ],
+    )
+    assert first == {0: (0, 4)}
+    assert (tail.pending().orders, tail.pending().windows) == (3, {T0 + 15_000: 2, T0 + 20_000: 1})
+    tail = TailBook.from_json(tail.to_json())  # saved and read back between runs
+
+    # meanwhile: S2|Joe fired (the clock reached 21:40:14.999, so S2|Ann, never written, is missing, not pending),
+    # the dead letter of offset 2 was committed, and two more orders were
+    book.add([job(0, 1, S2, T0 + 15_000, "Joe", 1)])
+    second = one_run(
+        tail,
+        book,
+        {0: 6},
+        [order(4, T0 + 17_000, "Ann"), order(5, T0 + 21_000)],  # S3|Ann, S4|Joe
+        [letter(7, b"bad")],
+    )
+    assert second == {0: (4, 6)}  # only the new ones
+    found = tail.pending()
+    assert found.orders == 2
+    assert found.windows == {T0 + 20_000: 1, T0 + 25_000: 1}
+    assert found.since_ms == T0 + 17_200
+    assert [c.offset for c in tail.candidates] == [4, 5]
+    assert tail.dead == {} and tail.fired_through == T0 + 14_999
+
+
+def test_a_dead_letter_committed_before_its_order_is_matched_when_the_order_is() -> None:
+    book = WindowBook()
+    tail = TailBook()
+    one_run(tail, book, {0: 0}, [], [letter(3, b"x")])
+    assert tail.dead == {sw.digest(b"x"): [(0, 3)]}
+    one_run(tail, book, {0: 2}, [order(0, T0 + 1_000, raw=b"x"), order(1, T0 + 1_000)])
+    assert tail.pending().orders == 1 and [c.offset for c in tail.candidates] == [1]
+    assert tail.dead == {}
+
+
+def test_the_same_cut_twice_adds_nothing_twice() -> None:
+    """A reconciliation's second attempt (or a rerun with nothing new) goes on from the state it left."""
+    book = WindowBook()
+    tail = TailBook()
+    one_run(tail, book, {0: 2, 1: 1}, [order(0, T0 + 1_000), order(1, T0 + 2_000), order(0, T0 + 3_000, p=1)])
+    again = one_run(tail, book, {0: 2, 1: 1})
+    assert again == {0: (2, 2), 1: (1, 1)}
+    assert tail.pending().orders == 3
+
+
+def test_committed_offsets_going_back_drop_the_orders_past_them_and_read_them_again() -> None:
+    book = WindowBook()
+    tail = TailBook()
+    one_run(tail, book, {0: 10}, [order(7, T0 + 1_000), order(9, T0 + 2_000)])
+    assert tail.pending().orders == 2
+    ranges, notes = tail.resume({0: 8}, {0: 0}, {0: 0})  # the job restored a checkpoint that committed 8
+    assert ranges == {0: (8, 8)}
+    assert [c.offset for c in tail.candidates] == [7]
+    assert notes == [
+        "the group's committed offsets went back (a job restored from an older checkpoint or savepoint): "
+        "orders[0] 10 -> 8; orders past them are decoded again when the job commits them again"
+    ]
+    tail.settle(book, None, {0: 8}, {0: 100})
+    assert tail.positions == {0: 8} and tail.pending().orders == 1
+    # it commits them again: offset 9 is decoded again, once
+    assert one_run(tail, book, {0: 10}, [order(8, T0 + 1_500), order(9, T0 + 2_000)]) == {0: (8, 10)}
+    assert [c.offset for c in tail.candidates] == [7, 8, 9]
+
+
+def test_retention_past_the_position_reads_from_the_log_start_and_says_so() -> None:
+    tail = TailBook(positions={0: 5, 1: 5}, candidates=[sw.Candidate(0, 4, T0, T0, "Joe", "aa")])
+    ranges, notes = tail.resume({0: 12, 1: 12}, {0: 8, 1: 9}, {0: 8, 1: 3})
+    assert ranges == {0: (8, 12), 1: (9, 12)}
+    assert tail.candidates == []  # deleted before the tail start
+    assert notes == ["orders[0]: retention deleted offsets 5..7 before the tail was decoded; read from the log start"]
+
+
+def test_the_tail_start_moving_on_drops_candidates_before_it() -> None:
+    tail = TailBook(
+        positions={0: 10},
+        candidates=[sw.Candidate(0, 3, T0, T0, "Joe", "aa"), sw.Candidate(0, 6, T0, T0, "Ann", "bb")],
+    )
+    ranges, _ = tail.resume({0: 12}, {0: 5}, {0: 0})
+    assert ranges == {0: (10, 12)} and [c.offset for c in tail.candidates] == [6]
+    ranges, _ = tail.resume({0: 12}, {0: 11}, {0: 0})  # the cold case: nothing remembered below the tail start
+    assert ranges == {0: (11, 12)} and tail.candidates == []
+    assert TailBook().resume({0: 12}, {0: 7}, {0: 0})[0] == {0: (7, 12)}
+
+
+def test_unmatched_dead_letters_before_the_tail_start_are_forgotten() -> None:
+    tail = TailBook(dlq_positions={0: 20, 1: 4}, dead={"aa": [(0, 3), (0, 15)], "bb": [(0, 9)], "cc": [(1, 2)]})
+    ranges = tail.resume_dead({0: 25, 1: 2}, {0: 10, 1: 0})
+    assert tail.dead == {"aa": [(0, 15)], "cc": [(1, 2)]}
+    assert ranges == {0: (20, 25), 1: (0, 2)}  # partition 1's end went back (recreated): its tail again
+    assert TailBook().resume_dead({0: 25}, {0: 18}) == {0: (18, 25)}
+
+
+def test_an_event_time_known_to_have_fired_stays_known() -> None:
+    book = WindowBook()
+    tail = TailBook()
+    one_run(tail, book, {0: 2}, [order(0, T0 + 1_000), order(1, T0 + 11_000)])
+    tail.settle(book, T0 + 9_999, {0: 2}, {0: 0})  # a watermark read before a checkpoint passed S0 and S1
+    assert [c.offset for c in tail.candidates] == [1] and tail.fired_through == T0 + 9_999
+    tail.settle(book, None, {0: 2}, {0: 0})  # a later run with no such watermark
+    assert tail.fired_through == T0 + 9_999 and tail.pending().orders == 1
+
+
+def test_the_tail_book_survives_its_json() -> None:
+    tail = TailBook(
+        positions={0: 5, 2: 7},
+        candidates=[sw.Candidate(2, 6, T0 + 1, T0, "Joe", sw.digest(b"a"))],
+        dlq_positions={0: 3},
+        dead={sw.digest(b"b"): [(0, 1), (0, 2)]},
+        fired_through=T0 - 1,
+    )
+    assert TailBook.from_json(tail.to_json()) == tail
+    assert TailBook.from_json(None) == TailBook()
 
 
 def test_tail_start_covers_the_open_windows() -> None:
@@ -271,3 +426,43 @@ def test_tail_orders_and_dead_letters_decode() -> None:
     letter = json.dumps({"src_topic": "orders", "raw_value": base64.b64encode(b"\x00abc").decode(), "reason": "x"})
     assert sw.dead_raw_value(FakeMessage(letter.encode())) == b"\x00abc"
     assert sw.dead_raw_value(FakeMessage(b"not json")) is None
+
+
+class FakeKafka:
+    def offsets(self, topic: str) -> dict[int, tuple[int, int]]:
+        return {"orders": {0: (0, 50)}, "supplier-stats": {0: (0, 7)}, "orders-dlq-supplier-stats": {0: (0, 2)}}[topic]
+
+    def committed(self, topic: str, group: str, partitions: list[int]) -> dict[int, int]:
+        return {0: 50}
+
+
+class FakeFlink:
+    """A job whose newest checkpoint (7) completed 500 ms before the cut."""
+
+    def checkpoint(self, jid: str) -> sw.Checkpoint:
+        now = sw._now_ms()
+        return sw.Checkpoint(7, now - 800, now - 500)
+
+
+def fake_hop():
+    name = type("D", (), {})
+    hop = type("H", (), {})()
+    hop.input, hop.output, hop.dead_letters = name(), name(), name()
+    hop.input.name, hop.output.name, hop.dead_letters.name = "orders", "supplier-stats", "orders-dlq-supplier-stats"
+    return hop
+
+
+def test_a_cut_right_after_a_checkpoint_waits_unless_nothing_moved_since_a_quiet_cut() -> None:
+    stores = type("S", (), {"kafka": FakeKafka()})()
+    slept: list[float] = []
+    cut = sw.take_cut(fake_hop(), stores, FakeFlink(), "job", slept.append)
+    assert slept and all(0 < s <= 2.0 for s in slept)  # the checkpoint stays 500 ms old in the fake: it waits
+    assert cut.committed == {0: 50} and cut.steady is False
+    seen = '{"dead_letters": {"0": 2}, "orders": {"0": 50}, "output": {"0": 7}}'
+    assert sw.cut_key(cut) == seen
+    slept.clear()
+    cut = sw.take_cut(fake_hop(), stores, FakeFlink(), "job", slept.append, quiet=seen)
+    assert slept == [] and cut.steady and cut.checkpoint.id == 7
+    moved = '{"dead_letters": {"0": 2}, "orders": {"0": 49}, "output": {"0": 7}}'
+    sw.take_cut(fake_hop(), stores, FakeFlink(), "job", slept.append, quiet=moved)
+    assert len(slept) == 6  # C moved since the quiet cut: every attempt waits for the checkpoint to settle
