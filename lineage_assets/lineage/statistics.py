@@ -77,14 +77,15 @@ def assertions(balance: HopBalance) -> data_quality_assertions_dataset.DataQuali
 
 
 def _look(hop: Hop, balance: HopBalance, at: str) -> dict[str, Any]:
-    """What is remembered of one look: the figures, the other writers' net rows per output, the cut and its time.
-    ``out`` is kept as the job's own (out less every other writer of a data output, accepted or not: accepting
-    removes a change from both ``out`` and ``other_writers``, so the difference does not move)."""
+    """What is remembered of one look: the figures, the other writers' net rows per output (accepted ones too: an
+    acceptance changes no store), the cut and its time. ``out`` is kept as the job's own: accepting a change takes
+    its rows out of ``out``; they are put back, and every other writer's rows in a data output taken out."""
     data = {d.qualified_name for d in hop.outputs}
     others: dict[str, int] = {}
-    for writer in balance.other_writers:
+    for writer in (*balance.other_writers, *balance.accepted):
         others[writer.output] = others.get(writer.output, 0) + writer.rows
-    own_out = balance.out - sum(rows for name, rows in others.items() if name in data)  # type: ignore[operator]
+    accepted = sum(w.rows for w in balance.accepted if w.output in data)
+    own_out = balance.out + accepted - sum(rows for name, rows in others.items() if name in data)  # type: ignore[operator]
     return {
         "in": balance.in_,
         "out": own_out,
@@ -122,10 +123,11 @@ def statistics_event(
     if "range" not in was:  # remembered before the period was: its out may hold other writers' rows
         return None
     gained = {k: look[k] - was[k] for k in ("in", "out", "dead_letters")}
+    # an output's other writers can also vanish (accepted, or re-read as the job's): union of both looks
     outputs_others = {
-        name: rows - was["others"].get(name, 0)
-        for name, rows in look["others"].items()
-        if rows != was["others"].get(name, 0)
+        name: look["others"].get(name, 0) - was["others"].get(name, 0)
+        for name in sorted({*look["others"], *was["others"]})
+        if look["others"].get(name, 0) != was["others"].get(name, 0)
     }
     facets: dict[str, dict] = {
         hop.input.key: {
