@@ -8,6 +8,7 @@ from lineage_assets.conservation.key_audit import (
     compare_archive,
     compare_counts,
     decimal_prefixes,
+    key_runs,
     offset_spans,
     spans_of,
 )
@@ -159,3 +160,8 @@ def test_without_the_aborted_records_the_lines_would_be_shifted():
     # the same object judged against the committed records alone: line 3 lands on offset 5, lines 4-5 beyond
     found = compare_archive((0, 6), {0: "a", 1: "b", 5: "c"}, {"k0": (0, ["a", "b", "x", "y", "c"])})
     assert found.mismatched == [(5, "k0", 3, "x", "c")] and found.beyond == 2
+
+
+def test_doubled_offsets_are_named_as_runs_of_the_same_objects():
+    by_offset = {1: ["k0", "c1"], 2: ["k0", "c1"], 3: ["c1", "k3"], 5: ["c1", "k3"]}
+    assert key_runs(by_offset) == [(1, 2, ["k0", "c1"]), (3, 3, ["c1", "k3"]), (5, 5, ["c1", "k3"])]
