@@ -214,12 +214,12 @@ def _impact(args: argparse.Namespace, settings: StackSettings) -> int:
 def _reconcile(args: argparse.Namespace, settings: StackSettings) -> int:
     import getpass
     import json
+    from types import SimpleNamespace
 
     import dagster as dg
 
-    from lineage_assets.checks.conservation import RESOURCE_KEYS
     from lineage_assets.conservation.reconcile import accept, reconcile
-    from lineage_assets.conservation.stores import Stores
+    from lineage_assets.conservation.stores import RESOURCE_KEYS, Stores
     from lineage_assets.lineage.identity import Pipeline
     from lineage_assets.resources import build_resources
 
@@ -231,22 +231,29 @@ def _reconcile(args: argparse.Namespace, settings: StackSettings) -> int:
     if args.accept and len(args.job) != 1:
         print("error: --accept needs exactly one --job (the hop whose other writer it accepts)", file=sys.stderr)
         return 2
-    wanted = {k: v for k, v in build_resources(settings).items() if k in RESOURCE_KEYS}
-    with dg.build_resources(wanted) as resources:
-        stores = Stores(settings, pipeline, resources, deep=args.deep, deep_range={"last": args.deep_last})
-        if args.accept:
-            (now,) = reconcile(stores, jobs=args.job, confirm_after_s=0)
-            named = {w.reference for w in now.other_writers}
-            unknown_refs = sorted(set(args.accept) - named)
-            if unknown_refs:
-                print(
-                    f"error: {unknown_refs} is not another writer of {args.job[0]}'s output now; it names: "
-                    f"{sorted(named) or 'none'}",
-                    file=sys.stderr,
-                )
-                return 2
-            accept(stores, args.job[0], args.accept, by=f"{getpass.getuser()} (lineage-lab reconcile --accept)")
-        found = reconcile(stores, jobs=args.job or None, confirm_after_s=args.confirm_after)
+    # the resources as a check gets them, their EnvVars resolved here: `dg.build_resources` would make an ephemeral
+    # Dagster instance for resources that need no setup (2-3 s of a run's fixed cost)
+    resources = SimpleNamespace(
+        **{
+            k: type(r)(**{f: (v.get_value() if isinstance(v, dg.EnvVar) else v) for f, v in r})
+            for k, r in build_resources(settings).items()
+            if k in RESOURCE_KEYS
+        }
+    )
+    stores = Stores(settings, pipeline, resources, deep=args.deep, deep_range={"last": args.deep_last})
+    if args.accept:
+        (now,) = reconcile(stores, jobs=args.job, confirm_after_s=0)
+        named = {w.reference for w in now.other_writers}
+        unknown_refs = sorted(set(args.accept) - named)
+        if unknown_refs:
+            print(
+                f"error: {unknown_refs} is not another writer of {args.job[0]}'s output now; it names: "
+                f"{sorted(named) or 'none'}",
+                file=sys.stderr,
+            )
+            return 2
+        accept(stores, args.job[0], args.accept, by=f"{getpass.getuser()} (lineage-lab reconcile --accept)")
+    found = reconcile(stores, jobs=args.job or None, confirm_after_s=args.confirm_after)
     if args.json:
         print(json.dumps([b.as_dict() for b in found], indent=2, default=str))
     else:

@@ -14,13 +14,22 @@ uploaded. So the archive can be checked from its keys and remembered line counts
 
 The listing is sharded by start-offset prefixes: s3proxy's filesystem store reads the metadata of every key under
 a listing's prefix for each page, so a paginated listing of one folder costs pages x keys (23-31 s for 30 000
-objects in 3 partitions); narrow prefixes cost what they match (2.7 s for the same 30 000, 37 calls, once the
-keys of an earlier run are remembered; the first run still pages through each folder).
+objects in 3 partitions), even one page of it ~1 s for 13 000 keys; narrow prefixes cost what they match (0.2-0.4 s
+for a shard of 1000 keys, a few ms for an empty one). And a run lists only what can have changed by the sink's hand:
+the shards at or above the committed offsets of the last run (the sink uploads an object before it commits past
+it), about one shard per partition. The older shards, and each folder's keys outside every shard (two listings of
+the whole folder), are re-listed in rotation: ``ROTATION_KEYS`` keys a run, least recently verified first (a folder
+check goes alone), so every unit is re-listed within about keys / (ROTATION_KEYS - SHARD_KEYS) + folders runs
+(40 000 objects in 3 folders: ~23 runs, under 2 hours at the 5-minute schedule); until then the remembered keys of
+an unlisted shard stand as last listed. The sink's keys found gone and the keys named as other writers are looked
+at (HEAD) every run, so a repair clears at once. The notes say what was verified and how stale the oldest
+verification is; ``--deep`` lists everything.
 """
 
 from __future__ import annotations
 
 import bisect
+import functools
 import json
 import re
 import threading
@@ -53,6 +62,10 @@ CUT_TRIES = 4
 _GET_THREADS = 8
 #: listing calls at once (s3proxy answers them in parallel; most of a call's time is the store's)
 _LIST_THREADS = 4
+#: keys of old shards (and folder checks) re-listed per run in rotation, least recently verified first
+ROTATION_KEYS = 3 * SHARD_KEYS
+#: the rotation unit of a partition folder's keys outside every shard (two listings of the whole folder)
+OUTSIDE = "outside"
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -73,8 +86,19 @@ def object_key(prefix: str, topic: str, partition: int, start: int) -> str:
     return f"{prefix}partition={partition}/{topic}+{partition}+{start:0{OFFSET_DIGITS}d}{EXTENSION}"
 
 
+@functools.lru_cache(maxsize=16)
+def _layout(prefix: str, topic: str) -> re.Pattern[str]:
+    t = re.escape(topic)
+    return re.compile(
+        re.escape(prefix) + rf"partition=([1-9]\d*|0)/{t}\+([1-9]\d*|0)\+(\d{{{OFFSET_DIGITS}}}){re.escape(EXTENSION)}"
+    )
+
+
 def place_of(key: str, prefix: str, topic: str, partitions: Iterable[int]) -> KeyPlace:
     """Parse ``key`` against the layout; ``problem`` says why it is not one of the sink's keys."""
+    fast = _layout(prefix, topic).fullmatch(key)  # the sink's own keys (nearly all): one match
+    if fast and fast.group(1) == fast.group(2) and int(fast.group(1)) in partitions:
+        return KeyPlace(int(fast.group(1)), int(fast.group(3)))
     rest = key.removeprefix(prefix)
     m = re.fullmatch(r"partition=(\d+)/(.*)", rest, flags=re.DOTALL)
     if not m:
@@ -267,6 +291,59 @@ def plan_shards(starts: list[int], upper: int, limit: int = SHARD_KEYS) -> list[
     return shards
 
 
+def shard_range(shard: str) -> tuple[int, int]:
+    """[first, after last) start offset a digit prefix of the 20-digit start covers."""
+    width = 10 ** (OFFSET_DIGITS - len(shard))
+    lo = int(shard) * width if shard else 0
+    return lo, lo + width
+
+
+def fresh_shards(shards: list[str], floor: int | None) -> list[str]:
+    """The shards where the sink can have put an object since the last run: those covering start offsets at or
+    above ``floor`` (the committed offset of the last run: the sink uploads an object before it commits past it,
+    so an object uploaded later starts at or above it). All of them when nothing is remembered (None)."""
+    if floor is None:
+        return list(shards)
+    return [s for s in shards if shard_range(s)[1] > floor]
+
+
+def verified_at(partition: int, unit: str, verified: Mapping[str, float]) -> float:
+    """When ``unit`` (a shard, or ``OUTSIDE``) of a partition folder was last listed (0: never). A shard split
+    since it was listed inherits the time of the shorter prefix that covered it."""
+    if unit == OUTSIDE:
+        return verified.get(f"{partition}:{OUTSIDE}", 0.0)
+    return max((verified.get(f"{partition}:{unit[:n]}", 0.0) for n in range(len(unit), -1, -1)), default=0.0)
+
+
+def choose_rotation(
+    units: list[tuple[int, str, int]], verified: Mapping[str, float], budget: int = ROTATION_KEYS
+) -> list[tuple[int, str]]:
+    """The old units (partition, shard or ``OUTSIDE``, cost in keys listed) re-listed this run: the least
+    recently verified first, always one, then more while their keys fit ``budget``. So every unit is re-listed
+    within (all units' keys / budget + units costlier than the budget) runs."""
+    order = sorted(range(len(units)), key=lambda i: (verified_at(units[i][0], units[i][1], verified), i))
+    chosen: list[tuple[int, str]] = []
+    spent = 0
+    for i in order:
+        p, unit, cost = units[i]
+        if chosen and spent + cost > budget:
+            continue
+        chosen.append((p, unit))
+        spent += cost
+    return chosen
+
+
+@dataclass
+class FolderPlan:
+    """What the listing reads of one partition folder this run."""
+
+    name: str  # folder + "<topic>+<p>+": where the sink's keys lie
+    shards: list[str]  # every shard, in key order
+    listed: list[str]  # the shards listed this run (fresh and rotated)
+    outside: bool  # the folder's keys outside every shard (before the first, after the last) listed too
+    rotated: list[str] = field(default_factory=list)  # of ``listed``: the old shards re-listed in rotation
+
+
 @dataclass
 class Listing:
     #: key -> ETag (quotes kept, as S3 gives it)
@@ -274,6 +351,29 @@ class Listing:
     calls: int = 0
     seconds: float = 0.0
     how: str = ""
+    #: partition -> what was listed of its folder (absent: the folder was not there, or listed whole)
+    plans: dict[int, FolderPlan] = field(default_factory=dict)
+    #: prefixes listed whole (the whole archive with ``full``, folders of no partition)
+    whole: list[str] = field(default_factory=list)
+    #: the prefix every partition folder lies under (``<prefix>partition=``)
+    folders_under: str = ""
+
+    def covers(self, key: str) -> bool:
+        """Whether this run's listing would have found ``key`` (so a remembered key it did not find is gone)."""
+        if any(key.startswith(w) for w in self.whole):
+            return True
+        plan = None
+        if key.startswith(self.folders_under):
+            folder = key[len(self.folders_under) : key.find("/", len(self.folders_under))]
+            plan = self.plans.get(int(folder)) if folder.isdigit() and folder == str(int(folder)) else None
+        if plan is None:  # a loose file or a folder listed whole (or not there): every run lists those
+            return True
+        rest = key[len(plan.name) :] if key.startswith(plan.name) else None
+        if rest is not None:
+            i = bisect.bisect_right(plan.shards, rest) - 1
+            if i >= 0 and rest.startswith(plan.shards[i]):
+                return plan.shards[i] in plan.listed
+        return plan.outside
 
 
 class _Lister:
@@ -320,43 +420,77 @@ def list_archive(
     upper: Mapping[int, int],
     endpoint: str,
     full: bool = False,
+    floors: Mapping[int, int] | None = None,
+    verified: Mapping[str, float] | None = None,
+    budget: int = ROTATION_KEYS,
 ) -> Listing:
-    """Every key under ``prefix`` with its ETag. ``full``: one paginated listing. Otherwise each partition folder is
-    listed by start-offset shards (``plan_shards`` over the starts remembered from earlier runs) plus the keys
-    before the first shard and after the last one; other folders and loose files in full."""
-    began, lister, found = time.monotonic(), _Lister(s3, bucket, endpoint), Listing()
+    """Keys under ``prefix`` with their ETags. ``full``: one paginated listing of everything. Otherwise each
+    partition folder is listed by start-offset shards (``plan_shards`` over the starts remembered from earlier
+    runs, up to and including ``upper``); other folders and loose files in full. With ``floors`` (partition ->
+    the committed offset of the last run) only the shards at or above it are listed, plus the old shards and
+    folder checks ``choose_rotation`` picks from ``verified``; without, every shard and the keys before the first
+    shard and after the last one (``Listing.covers`` tells what was listed)."""
+    began, lister = time.monotonic(), _Lister(s3, bucket, endpoint)
+    found = Listing(folders_under=f"{prefix}partition=")
     if full:
         found.objects.update(lister.keys(prefix))
+        found.whole.append(prefix)
         found.how = "one paginated listing of the whole prefix"
-    else:
-        folders: list[str] = []
-        for response in _delimited(lister, prefix):
-            folders += [p["Prefix"] for p in response.get("CommonPrefixes", [])]
-            found.objects.update((o["Key"], o["ETag"]) for o in response.get("Contents", []))
-        tasks: list[Callable[[], list[tuple[str, str]]]] = []
-        shards_total = 0
-        for folder in folders:
-            m = re.fullmatch(re.escape(prefix) + r"partition=(\d+)/", folder)
-            partition = int(m.group(1)) if m and m.group(1) == str(int(m.group(1))) else None
-            if partition is None or partition not in upper:
-                tasks.append(lambda folder=folder: list(lister.keys(folder)))
-                continue
-            name = f"{folder}{topic}+{partition}+"
-            shards = plan_shards(known_starts.get(partition, []), upper[partition])
-            shards_total += len(shards)
-            tasks += [lambda shard=name + shard: list(lister.keys(shard)) for shard in shards[:-1]]
-            # what no shard covers: keys before the first one, and after the last one (once that one is listed)
-            tasks.append(
-                lambda folder=folder, first=name + shards[0]: list(lister.keys(folder, stop_at=first, page=10))
-            )
-            tasks.append(lambda folder=folder, last=name + shards[-1]: _last_and_after(lister, folder, last))
-        with ThreadPoolExecutor(_LIST_THREADS) as pool:
-            for keys in pool.map(lambda task: task(), tasks):
-                found.objects.update(keys)
-        found.how = (
-            f"{len(folders)} folders, {shards_total} start-offset shards, each partition folder also checked for "
-            "keys before the first shard and after the last"
-        )
+        found.calls, found.seconds = lister.calls, time.monotonic() - began
+        return found
+    folders: list[str] = []
+    for response in _delimited(lister, prefix):
+        folders += [p["Prefix"] for p in response.get("CommonPrefixes", [])]
+        found.objects.update((o["Key"], o["ETag"]) for o in response.get("Contents", []))
+    tasks: list[Callable[[], list[tuple[str, str]]]] = []
+    old_units: list[tuple[int, str, int]] = []
+    for folder in folders:
+        m = re.fullmatch(re.escape(prefix) + r"partition=(\d+)/", folder)
+        partition = int(m.group(1)) if m and m.group(1) == str(int(m.group(1))) else None
+        if partition is None or partition not in upper:
+            found.whole.append(folder)
+            tasks.append(lambda folder=folder: list(lister.keys(folder)))
+            continue
+        starts = known_starts.get(partition, [])
+        shards = plan_shards(starts, upper[partition] + 1)  # + 1: the shard where the next object starts
+        floor = None if floors is None else floors.get(partition)
+        fresh = fresh_shards(shards, floor)
+        plan = FolderPlan(f"{folder}{topic}+{partition}+", shards, fresh, outside=floor is None)
+        found.plans[partition] = plan
+        if floor is not None:
+            for shard in shards:
+                if shard not in fresh:
+                    lo, hi = shard_range(shard)
+                    old_units.append((partition, shard, max(1, _between(starts, lo, hi))))
+            old_units.append((partition, OUTSIDE, 2 * max(1, len(starts))))  # two listings of the whole folder
+    if old_units:
+        for partition, unit in choose_rotation(old_units, verified or {}, budget):
+            plan = found.plans[partition]
+            if unit == OUTSIDE:
+                plan.outside = True
+            else:
+                plan.rotated.append(unit)
+    for plan in found.plans.values():
+        plan.listed = sorted({*plan.listed, *plan.rotated})
+        folder = plan.name.rsplit("/", 1)[0] + "/"
+        last = plan.shards[-1]
+        tasks += [lambda shard=plan.name + shard: list(lister.keys(shard)) for shard in plan.listed if shard != last]
+        if plan.outside:  # keys before the first shard; the last shard, then every key of the folder after it
+            first = plan.name + plan.shards[0]
+            tasks.append(lambda folder=folder, first=first: list(lister.keys(folder, stop_at=first, page=10)))
+            tasks.append(lambda folder=folder, last=plan.name + last: _last_and_after(lister, folder, last))
+        elif last in plan.listed:
+            tasks.append(lambda shard=plan.name + last: list(lister.keys(shard)))
+    with ThreadPoolExecutor(_LIST_THREADS) as pool:
+        for keys in pool.map(lambda task: task(), tasks):
+            found.objects.update(keys)
+    shards_total = sum(len(p.shards) for p in found.plans.values())
+    listed = sum(len(p.listed) for p in found.plans.values())
+    outside = sum(p.outside for p in found.plans.values())
+    found.how = (
+        f"{len(folders)} folders, {shards_total} start-offset shards of which {listed} listed, "
+        f"{outside} partition folders also checked for keys before the first shard and after the last"
+    )
     found.calls, found.seconds = lister.calls, time.monotonic() - began
     return found
 
@@ -408,7 +542,7 @@ def object_lines(
     s3: Any,
     bucket: str,
     listed: Mapping[str, str],
-    remembered: Mapping[str, str],
+    remembered: Mapping[str, Any],
     remember: Callable[[dict[str, str]], None],
     endpoint: str,
 ) -> tuple[dict[str, int], int]:
@@ -417,7 +551,8 @@ def object_lines(
     lines: dict[str, int] = {}
     todo = []
     for key, etag in listed.items():
-        fact = json.loads(remembered[key]) if key in remembered else None
+        fact = remembered.get(key)
+        fact = json.loads(fact) if isinstance(fact, str) else fact
         if fact and fact["etag"] == etag:
             lines[key] = fact["lines"]
         else:
@@ -456,6 +591,65 @@ def object_lines(
 
 def _kinds(job: str) -> tuple[str, str, str]:
     return f"archive/{job}/objects", f"archive/{job}/dead-letters", f"archive/{job}/records-below"
+
+
+def _listing_kinds(job: str) -> tuple[str, str, str, str]:
+    """Facts of the rotating listing: when each unit was last listed, the committed offsets of the last run (the
+    floor of the shards listed every run), the sink's keys found gone, the keys named as other writers last run."""
+    return (
+        f"archive/{job}/verified",
+        f"archive/{job}/floors",
+        f"archive/{job}/absent",
+        f"archive/{job}/named",
+    )
+
+
+def _heads(s3: Any, bucket: str, keys: Iterable[str], endpoint: str) -> dict[str, str | None]:
+    """key -> ETag now (None: not there) of a few keys, one HEAD each."""
+
+    def head(key: str) -> tuple[str, str | None]:
+        try:
+            return key, s3.head_object(Bucket=bucket, Key=key)["ETag"]
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404", "NotFound"):
+                return key, None
+            raise s3_unavailable(endpoint, f"reading s3://{bucket}/{key}", exc) from exc
+        except BotoCoreError as exc:
+            raise s3_unavailable(endpoint, f"reading s3://{bucket}/{key}", exc) from exc
+
+    todo = sorted(set(keys))
+    if not todo:
+        return {}
+    with ThreadPoolExecutor(_GET_THREADS) as pool:
+        return dict(pool.map(head, todo))
+
+
+def _age(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
+
+
+def rotation_note(listing: Listing, verified: Mapping[str, float], now: float, deep: bool) -> str:
+    """Which shards this run listed and how stale the oldest verification of an unlisted one is."""
+    if deep:
+        return "verified: every key of the archive listed this run (--deep)"
+    parts, oldest = [], now
+    for p, plan in sorted(listing.plans.items()):
+        fresh = [s for s in plan.listed if s not in plan.rotated]
+        what = f"partition {p}: {len(fresh)} shard(s) where the sink writes ({', '.join(s or '*' for s in fresh)})"
+        if plan.rotated:
+            what += f", {len(plan.rotated)} old re-listed in rotation ({', '.join(s or '*' for s in plan.rotated)})"
+        if plan.outside:
+            what += ", the keys outside every shard"
+        parts.append(what)
+        units = [*plan.shards, OUTSIDE]
+        oldest = min([oldest, *(verified_at(p, u, verified) for u in units)])
+    stale = "never" if oldest <= 0 else f"{_age(now - oldest)} ago"
+    return (
+        f"verified this run: {'; '.join(parts) or 'the folders and loose files'}. The other shards stand as "
+        f"last listed (deletions and copies there are found when rotation re-lists them, {ROTATION_KEYS} keys a "
+        f"run, least recently verified first; keys found gone or named are looked at every run); the oldest "
+        f"verification is {stale}; `reconcile --deep` lists everything."
+    )
 
 
 def _dead_letter_handler(stores: Stores, kind: str) -> Callable[[Message], None]:
@@ -516,12 +710,25 @@ def balance(hop: Hop, stores: Stores) -> HopBalance:
     objects_kind, dead_kind, below_kind = _kinds(job)
     kafka, counts = stores.kafka, stores.counts
 
-    remembered = counts.facts(objects_kind)
+    verified_kind, floors_kind, absent_kind, named_kind = _listing_kinds(job)
+    remembered = {k: json.loads(v) for k, v in counts.facts(objects_kind).items()}
+    verified = {k: float(v) for k, v in counts.facts(verified_kind).items()}
+    last_floors = {int(k): int(v) for k, v in counts.facts(floors_kind).items()}
+    absent, named_before = counts.facts(absent_kind), counts.facts(named_kind)
     first_ends = {p: end for p, (_, end) in kafka.offsets(topic).items()}
     partitions = sorted(first_ends)
     known_starts: dict[int, list[int]] = {p: [] for p in partitions}
+    seen_places: dict[str, KeyPlace] = {}
+
+    def where(key: str) -> KeyPlace:
+        """``place_of``, once per key (a run places every remembered and listed key)."""
+        place = seen_places.get(key)
+        if place is None:
+            place = seen_places[key] = place_of(key, prefix, topic, partitions)
+        return place
+
     for key in remembered:
-        place = place_of(key, prefix, topic, partitions)
+        place = where(key)
         if place.partition is not None:
             known_starts[place.partition].append(place.start)  # type: ignore[arg-type]
     known_starts = {p: sorted(s) for p, s in known_starts.items()}
@@ -531,8 +738,13 @@ def balance(hop: Hop, stores: Stores) -> HopBalance:
     while True:
         tries += 1
         before = kafka.committed(topic, group, partitions)
-        upper = {p: max([first_ends[p], *(s + 1 for s in known_starts[p][-1:])]) for p in partitions}
-        listing = list_archive(stores.s3, bucket, prefix, topic, known_starts, upper, endpoint, full=stores.deep)
+        upper = {p: max([first_ends[p], before[p], *(s + 1 for s in known_starts[p][-1:])]) for p in partitions}
+        floors = None
+        if all(p in last_floors for p in partitions):
+            floors = {p: min(last_floors[p], max(before[p], 0)) for p in partitions}
+        listing = list_archive(
+            stores.s3, bucket, prefix, topic, known_starts, upper, endpoint, stores.deep, floors, verified
+        )
         after = kafka.committed(topic, group, partitions)
         if after == before or tries >= CUT_TRIES:
             break
@@ -540,8 +752,35 @@ def balance(hop: Hop, stores: Stores) -> HopBalance:
     ends = {p: end for p, (_, end) in kafka.offsets(topic).items()}
     cut = {p: max(before[p], 0) for p in partitions}
 
+    # what the listing did not read: remembered keys stand as they were listed last (their shard is re-listed
+    # in rotation); the sink's keys found gone and the keys named as other writers are looked at every run
+    now = time.time()
+    present = dict(listing.objects)
+    suspects = {k for k in [*absent, *named_before] if k not in present and not listing.covers(k)}
+    looked = _heads(stores.s3, bucket, suspects, endpoint)
+    present.update({k: etag for k, etag in looked.items() if etag is not None})
+    gone = {k for k, etag in looked.items() if etag is None} | {k for k in absent if k not in present}
+    for key, fact in remembered.items():
+        if key in present or key in gone:
+            continue
+        if listing.covers(key):
+            gone.add(key)
+        else:
+            present[key] = fact["etag"]
+    sink_keys = {k for k in gone if where(k).partition is not None}
+    newly_gone = {k: json.dumps(now) for k in sink_keys if k not in absent}
+    if newly_gone:
+        counts.put_facts(absent_kind, newly_gone)
+    back = [k for k in absent if k in present]
+    if back:
+        counts.drop_facts(absent_kind, back)
+    dropped = [k for k in gone if k in remembered]
+    if dropped:
+        counts.drop_facts(objects_kind, dropped)
+    was_there = set(absent) | set(newly_gone) | set(dropped)
+
     lines, read_now = object_lines(
-        stores.s3, bucket, listing.objects, remembered, lambda f: counts.put_facts(objects_kind, f), endpoint
+        stores.s3, bucket, present, remembered, lambda f: counts.put_facts(objects_kind, f), endpoint
     )
 
     # dead letters, scanned incrementally
@@ -559,7 +798,7 @@ def balance(hop: Hop, stores: Stores) -> HopBalance:
                 dead_sources[source["partition"]].add(source["offset"])
 
     # record positions of the cut, the end, every object start and every dead letter
-    places = {k: place_of(k, prefix, topic, partitions) for k in lines}
+    places = {k: where(k) for k in lines}
     below = {k: int(v) for k, v in counts.facts(below_kind).items()}
     targets: dict[int, set[int]] = {p: {cut[p], ends[p]} for p in partitions}
     for place in places.values():
@@ -627,7 +866,7 @@ def balance(hop: Hop, stores: Stores) -> HopBalance:
             first, last, exact = offsets_of(a, b, anchors)
             if exact:
                 expected = object_key(prefix, topic, p, first)
-                gone = " (was there: deleted)" if expected in remembered and expected not in lines else ""
+                gone = " (was there: deleted)" if expected in was_there and expected not in lines else ""
                 what = f"offsets {first}..{last} of partition {p}: no object holds them; expected {expected}{gone}"
             else:
                 what = (
@@ -640,6 +879,23 @@ def balance(hop: Hop, stores: Stores) -> HopBalance:
             first, _, exact = offsets_of(walked.first_pending, walked.first_pending + 1, anchors)
             first_pending[p] = first if exact else cut[p]
         ranges[str(p)] = {"from": origin[p], "committed": cut[p], "end": ends[p], "objects": len(by_partition[p])}
+
+    # remembered for the next run: what was listed when, the floor of the shards listed every run, who was named
+    listed_now: dict[str, str] = {}
+    if stores.deep:
+        listed_now = {f"{p}:{unit}": json.dumps(now) for p in partitions for unit in ("", OUTSIDE)}
+    for p, plan in listing.plans.items():
+        listed_now |= {f"{p}:{shard}": json.dumps(now) for shard in plan.listed}
+        if plan.outside:
+            listed_now[f"{p}:{OUTSIDE}"] = json.dumps(now)
+    counts.put_facts(verified_kind, listed_now)
+    verified |= {k: now for k in listed_now}
+    counts.put_facts(floors_kind, {str(p): str(cut[p]) for p in partitions})
+    named_now = {w.reference.removeprefix("object:") for w in writers if w.reference.startswith("object:")}
+    if set(named_before) - named_now:
+        counts.drop_facts(named_kind, sorted(set(named_before) - named_now))
+    counts.put_facts(named_kind, {k: json.dumps(now) for k in named_now if k not in named_before})
+    verification = rotation_note(listing, verified, now, stores.deep)
 
     dlq_name = hop.dead_letters.name if hop.dead_letters else "no dead-letter topic"
     notes = [
@@ -654,6 +910,7 @@ def balance(hop: Hop, stores: Stores) -> HopBalance:
         f"out: JSON lines of the {len(lines)} objects under s3://{bucket}/{prefix}; {read_now} read now (new or "
         "changed ETag), the others remembered by key and ETag.",
         f"listing: {listing.calls} calls, {listing.seconds:.2f} s ({listing.how}).",
+        verification,
         f"dead letters: distinct records of {topic} below the committed offsets that {dlq_name} "
         "holds (its __connect.errors.* headers, scanned incrementally); dead letters at or above them are pending"
         + (f"; {repeated_dead} dead-lettered again (counted once)" if repeated_dead else "")

@@ -13,6 +13,9 @@ from lineage_assets.conservation.kafka_counts import KafkaCounter
 from lineage_assets.conservation.store import CountStore
 from lineage_assets.lineage.identity import Pipeline
 
+#: the resources a reconciliation reads (never Spark: building it starts a Spark session)
+RESOURCE_KEYS = ("kafka", "iceberg", "object_store", "flink", "connect", "source_db")
+
 
 def count_store_path(settings: StackSettings) -> Path:
     if settings.conservation_store:

@@ -4,15 +4,20 @@ sharded listing. Every expected value is written by hand."""
 from typing import Any
 
 from lineage_assets.conservation.archive import (
+    OUTSIDE,
     KeyPlace,
     Placed,
+    choose_rotation,
     count_lines,
+    fresh_shards,
     list_archive,
     object_key,
     offsets_of,
     place_of,
     plan_shards,
+    shard_range,
     span_end,
+    verified_at,
     walk,
 )
 
@@ -205,7 +210,98 @@ def test_sharded_listing_finds_every_key():
     known = {0: list(range(0, 300_000, 100)), 1: list(range(0, 250_000, 100))}
     found = list_archive(s3, "b", P, "orders", known, {0: 300_000, 1: 300_000}, "http://s3")
     assert sorted(found.objects) == sorted(layout + foreign)
-    # shards of at most 1000 remembered keys: 3 per partition folder, one page each
-    assert sum(1 for c in s3.calls if c["Prefix"].startswith(f"{P}partition=0/orders+0+0")) == 3
+    # shards of at most 1000 remembered keys: 3 per partition folder, one page each, and the (empty) shard
+    # where the next object starts
+    assert sum(1 for c in s3.calls if c["Prefix"].startswith(f"{P}partition=0/orders+0+0")) == 4
     full = list_archive(FakeS3(layout + foreign), "b", P, "orders", known, {0: 1, 1: 1}, "http://s3", full=True)
     assert sorted(full.objects) == sorted(layout + foreign)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The rotating listing: which shards a run lists, given what is remembered
+
+S15 = "00000000000000"  # 14 digits: + one more digit = a shard of 100 000 start offsets
+
+
+def test_shard_range():
+    assert shard_range("") == (0, 10**20)
+    assert shard_range(S15 + "2") == (200_000, 300_000)
+    assert shard_range("1") == (10**19, 2 * 10**19)
+
+
+def test_fresh_shards_are_those_at_or_above_the_last_committed_offset():
+    shards = [S15 + "0", S15 + "1", S15 + "2", S15 + "3"]
+    assert fresh_shards(shards, None) == shards  # nothing remembered: every shard
+    assert fresh_shards(shards, 250_000) == [S15 + "2", S15 + "3"]
+    assert fresh_shards(shards, 300_000) == [S15 + "3"]  # the shard where the next object starts
+    assert fresh_shards(shards, 0) == shards
+
+
+def test_verified_at_inherits_from_the_prefix_that_covered_a_split_shard():
+    verified = {"0:" + S15 + "1": 50.0, "0:": 20.0, "1:" + S15 + "1": 70.0, f"0:{OUTSIDE}": 5.0}
+    assert verified_at(0, S15 + "1", verified) == 50.0
+    assert verified_at(0, S15 + "10", verified) == 50.0  # split since: its parent was listed at 50
+    assert verified_at(0, S15 + "2", verified) == 20.0  # only the whole folder listed (a --deep run)
+    assert verified_at(2, S15 + "2", verified) == 0.0  # never
+    assert verified_at(0, OUTSIDE, verified) == 5.0
+    assert verified_at(1, OUTSIDE, verified) == 0.0
+
+
+def test_rotation_lists_the_least_recently_verified_within_the_budget():
+    units = [(0, "a", 1000), (0, "b", 1000), (0, "c", 1000), (1, "a", 1000), (0, OUTSIDE, 26_000)]
+    verified = {"0:a": 30.0, "0:b": 10.0, "0:c": 20.0, "1:a": 40.0, f"0:{OUTSIDE}": 35.0}
+    assert choose_rotation(units, verified, budget=2000) == [(0, "b"), (0, "c")]
+    assert choose_rotation(units, verified, budget=3500) == [(0, "b"), (0, "c"), (0, "a")]
+    # never listed first, in their order
+    assert choose_rotation(units, {"0:b": 10.0}, budget=2000) == [(0, "a"), (0, "c")]
+    # a folder check costlier than the budget goes alone when it is the stalest
+    assert choose_rotation(units, {**verified, f"0:{OUTSIDE}": 1.0}, budget=2000) == [(0, OUTSIDE)]
+    assert choose_rotation([], verified) == []
+
+
+def test_rotation_reaches_every_unit_within_its_period():
+    """12 shards of 1000 keys and a folder check of 24 000, budget 4000: 3 runs for the shards, 1 for the folder
+    check, so every unit is listed within 4 runs (and again within the next 4)."""
+    units = [(0, f"s{i:02d}", 1000) for i in range(12)] + [(0, OUTSIDE, 24_000)]
+    verified = {f"0:s{i:02d}": 100.0 + i for i in range(12)} | {f"0:{OUTSIDE}": 105.5}
+    runs = []
+    for now in (200.0, 201.0, 202.0, 203.0, 204.0):
+        chosen = choose_rotation(units, verified, budget=4000)
+        runs.append(chosen)
+        verified |= {f"{p}:{u}": now for p, u in chosen}
+    assert runs[0] == [(0, "s00"), (0, "s01"), (0, "s02"), (0, "s03")]
+    assert runs[1] == [(0, "s04"), (0, "s05"), (0, "s06"), (0, "s07")]  # the folder check does not fit after s05
+    assert runs[2] == [(0, OUTSIDE)]  # now the stalest: alone
+    assert runs[3] == [(0, "s08"), (0, "s09"), (0, "s10"), (0, "s11")]
+    assert {u for run in runs[:4] for _, u in run} == {f"s{i:02d}" for i in range(12)} | {OUTSIDE}
+    assert runs[4] == runs[0]
+
+
+def test_rotating_listing_lists_fresh_shards_and_the_stalest_old_ones():
+    layout = [key(0, s) for s in range(0, 300_000, 100)]  # 3000 objects, shards ...0, ...1, ...2 (+ ...3 next)
+    copy_far = f"{P}partition=0/orders+0+{5_000_000_000:020d}.jsonl"
+    s3 = FakeS3([*layout, copy_far, f"{P}partition=0/zz-replayed.jsonl"])
+    known = {0: list(range(0, 300_000, 100))}
+    verified = {f"0:{S15}0": 10.0, f"0:{S15}1": 20.0, f"0:{OUTSIDE}": 30.0}
+    found = list_archive(
+        s3, "b", P, "orders", known, {0: 300_000}, "http://s3", floors={0: 280_000}, verified=verified, budget=1000
+    )
+    plan = found.plans[0]
+    assert plan.listed == [S15 + "0", S15 + "2", S15 + "3"] and plan.rotated == [S15 + "0"] and not plan.outside
+    listed = [c["Prefix"].removeprefix(f"{P}partition=0/orders+0+") for c in s3.calls if "Delimiter" not in c]
+    assert sorted(listed) == [S15 + "0", S15 + "2", S15 + "3"]
+    assert sorted(found.objects) == sorted(k for k in layout if not 100_000 <= int(k[-26:-6]) < 200_000)
+    # covered: what this run listed; the old shard ...1, the copies outside every shard are not
+    assert found.covers(key(0, 500)) and found.covers(key(0, 250_000)) and found.covers(key(0, 300_100))
+    assert not found.covers(key(0, 150_000))
+    assert not found.covers(copy_far) and not found.covers(f"{P}partition=0/zz-replayed.jsonl")
+    assert found.covers(f"{P}loose.jsonl")
+    # the folder check, when it is the stalest, finds the keys outside every shard
+    s3 = FakeS3([*layout, copy_far, f"{P}partition=0/zz-replayed.jsonl"])
+    verified = {f"0:{S15}0": 40.0, f"0:{S15}1": 50.0, f"0:{OUTSIDE}": 30.0}
+    found = list_archive(
+        s3, "b", P, "orders", known, {0: 280_000}, "http://s3", floors={0: 280_000}, verified=verified, budget=1000
+    )
+    assert found.plans[0].outside and found.plans[0].rotated == []
+    assert copy_far in found.objects and f"{P}partition=0/zz-replayed.jsonl" in found.objects
+    assert found.covers(copy_far)

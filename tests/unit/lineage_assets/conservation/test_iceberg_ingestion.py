@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from infra.settings import StackSettings
-from lineage_assets.conservation.balance import OtherWriter
+from lineage_assets.conservation.balance import HopBalance, OtherWriter
 from lineage_assets.conservation.hops import hops
 from lineage_assets.conservation.iceberg_ingestion import (
     DeadLetterTally,
@@ -21,6 +21,7 @@ from lineage_assets.conservation.iceberg_ingestion import (
     net_rows,
     other_writer,
     rows_held,
+    settled,
     take_cut,
 )
 from lineage_assets.lineage.identity import Pipeline
@@ -277,3 +278,30 @@ def test_a_catalog_that_does_not_answer_is_store_unavailable_naming_it():
         assert "lineage-lab stack up iceberg-catalog" in str(exc)
     else:
         raise AssertionError("no StoreUnavailable")
+
+
+def test_take_cut_after_a_first_look_waits_once_then_compares_with_it():
+    looks = iter([(_look(12, 2, 1), True)])
+    slept: list[float] = []
+    look, how = take_cut(lambda: next(looks), attempts=6, pause=1.5, sleep=slept.append, previous=_look(12, 2, 1))
+    assert look.key() == _look(12, 2, 1).key() and "look 1 of at most 6" in how
+    assert slept == [1.5]
+
+
+def _one_look(in_: int, out: int, dead: int, pending: int, writers: tuple[OtherWriter, ...] = ()) -> HopBalance:
+    return HopBalance("iceberg-ingestion", "kafka/orders", (OUT, "kafka/dlq"), in_, out, dead, pending, {}, writers)
+
+
+def test_one_look_is_enough_when_nothing_is_in_flight_and_it_balances():
+    assert settled(_one_look(100, 97, 3, 0), OUT)
+    # records between C and the end: the job may commit any moment, look again
+    assert not settled(_one_look(100, 92, 3, 5), OUT)
+    # a difference no writer explains: perhaps a look between the snapshot and the offsets commit
+    assert not settled(_one_look(100, 90, 3, 0), OUT)
+    assert not settled(_one_look(100, 104, 3, 0), OUT)
+    # a difference the writers named explain (a delete of 7 rows, a foreign DLQ record apart): no second look
+    deleted = OtherWriter(OUT, "snapshot 9 (delete, pyiceberg)", -7, "snapshot:9")
+    foreign = OtherWriter("kafka/dlq", "1 record that is no dead letter", 1)
+    assert settled(_one_look(100, 90, 3, 0, (deleted, foreign)), OUT)
+    assert not settled(_one_look(100, 90, 3, 0, (foreign,)), OUT)
+    assert not settled(_one_look(100, None, 3, 0), OUT)  # type: ignore[arg-type]
