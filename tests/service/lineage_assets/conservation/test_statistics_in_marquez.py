@@ -1,0 +1,229 @@
+"""The streaming jobs' statistics as Marquez keeps them, judged against the stores by readers of the test's own.
+
+Orders are inserted into the CDC source table (as the generator does) until the sensors have told the open runs of
+iceberg-ingestion and orders-s3-sink about a period that moved rows. Marquez's run (one GET of
+``/api/v1/jobs/runs/{id}``: the latest facets of each kind) carries the statistics of the latest such event and its
+``conservation_period`` run facet names the two cuts the period lies between. The test then reads the stores
+itself: the Iceberg snapshots between the two snapshot ids (pyiceberg summaries), the archive's objects between the
+two object counts of each partition folder (a boto3 listing and a GET of each, counting lines) and the ``orders``
+records between the two cuts' offsets (a read-committed consumer). The supplier-stats run must carry input and
+output statistics too, its input judged the same way.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import time
+from typing import Any
+from urllib.parse import quote
+
+import boto3
+import pytest
+import requests
+from botocore.config import Config
+from confluent_kafka import KafkaError, TopicPartition
+
+from infra.services.iceberg_catalog import load_catalog
+from lineage_assets.resources import build_resources
+from lineage_assets.source.orders import ensure_table, insert_orders
+from tests.service.lineage_assets.conservation.conftest import judge_consumer
+
+pytestmark = pytest.mark.service
+
+NAMESPACE = "lineage-lab"
+ORDERS = ("kafka://127.0.0.1:9092", "orders")
+ICEBERG_ORDERS = ("s3://warehouse", "default/orders")
+ARCHIVE = ("s3://orders-archive", "topics/orders")
+SUPPLIER_STATS = ("kafka://127.0.0.1:9092", "supplier-stats")
+KEY = re.compile(r"topics/orders/partition=(\d+)/orders\+(\d+)\+(\d{20})\.jsonl")
+#: orders inserted per batch; another batch follows while no event has told a run about new rows
+BATCH = 300
+#: a batch's orders reach the outputs within a checkpoint or a flush (<= 60 s), a sensor ticks every 30 s and
+#: records a materialization when new data is there, and the first look at a run only starts its period
+DEADLINE_S = 900.0
+NEXT_BATCH_S = 150.0
+
+
+def qualified(dataset: tuple[str, str]) -> str:
+    return f"{dataset[0]}/{dataset[1]}"
+
+
+def latest_run(settings, job: str) -> dict | None:
+    """The job's newest run in Marquez, read whole from ``/api/v1/jobs/runs/{id}`` (one query: its run facets and
+    dataset facets are those of the same, latest, event)."""
+    runs = requests.get(
+        f"{settings.marquez_url}/api/v1/namespaces/{NAMESPACE}/jobs/{quote(job, safe='')}/runs",
+        params={"limit": 1},
+        timeout=10,
+    ).json()["runs"]
+    if not runs:
+        return None
+    return requests.get(f"{settings.marquez_url}/api/v1/jobs/runs/{runs[0]['id']}", timeout=10).json()
+
+
+def dataset_facets(run: dict, kind: str, dataset: tuple[str, str]) -> dict[str, Any]:
+    """The facets of ``dataset`` among the run's input or output versions (``kind``: "input"/"output"); the version
+    that carries statistics when the run holds more than one (an input's version changes with its schema)."""
+    versions = [
+        v["facets"]
+        for v in run[f"{kind}DatasetVersions"]
+        if (v["datasetVersionId"]["namespace"], v["datasetVersionId"]["name"]) == dataset
+    ]
+    statistic = f"{kind}Statistics"
+    with_stats = [f for f in versions if statistic in f]
+    assert len(with_stats) == 1, f"{dataset} in run {run['id']}: {len(with_stats)} {kind} versions with statistics"
+    return with_stats[0]
+
+
+def told_after(settings, job: str, output: tuple[str, str], since: str) -> dict | None:
+    """The job's open run once its latest statistics cover a period that ended after ``since`` (ISO) and in which
+    ``output`` gained rows; None until then."""
+    run = latest_run(settings, job)
+    if run is None or run["state"] != "RUNNING":
+        return None
+    period = run.get("facets", {}).get("conservation_period")
+    if not period or period["endTime"] <= since:
+        return None
+    out = dataset_facets(run, "output", output)["outputStatistics"]["rowCount"]
+    return run if out > 0 else None
+
+
+@pytest.fixture(scope="module")
+def told(settings) -> dict[str, dict]:
+    """job -> its Marquez run after orders of this test went through it: batches of orders inserted into the
+    source table until each job's latest statistics cover a period after the first batch in which it wrote."""
+    wanted = {"iceberg-ingestion": ICEBERG_ORDERS, "orders-s3-sink": ARCHIVE, "supplier-stats": SUPPLIER_STATS}
+    source_db = build_resources(settings)["source_db"]
+    since = dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    found: dict[str, dict] = {}
+    deadline, next_batch = time.monotonic() + DEADLINE_S, 0.0
+    while len(found) < len(wanted):
+        assert time.monotonic() < deadline, f"no statistics after {since} in Marquez for {set(wanted) - set(found)}"
+        if time.monotonic() >= next_batch:
+            with source_db.connect() as conn:
+                ensure_table(conn)
+                assert len(insert_orders(conn, BATCH, 0)) == BATCH
+            next_batch = time.monotonic() + NEXT_BATCH_S
+        for job, output in wanted.items():
+            if job not in found and (run := told_after(settings, job, output, since)) is not None:
+                found[job] = run
+        time.sleep(10)
+    return found
+
+
+def records_between(settings, topic: str, bounds: dict[int, tuple[int, int]]) -> int:
+    """Committed records of ``topic`` at offsets [a, b) of each partition, read by the test's own consumer."""
+    consumer = judge_consumer(settings)
+    total = 0
+    try:
+        for p, (a, b) in sorted(bounds.items()):
+            if b <= a:
+                continue
+            consumer.assign([TopicPartition(topic, p, a)])
+            while True:
+                msg = consumer.poll(10)
+                assert msg is not None, f"{topic}[{p}] did not answer between offsets {a} and {b}"
+                if msg.error() is not None:
+                    assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
+                    if consumer.position([TopicPartition(topic, p)])[0].offset >= b:
+                        break  # the rest up to b were transaction markers
+                    continue
+                if msg.offset() >= b:
+                    break
+                total += 1
+    finally:
+        consumer.close()
+    return total
+
+
+def test_iceberg_ingestion_output_statistics_are_the_rows_its_snapshots_added(settings, told):
+    run = told["iceberg-ingestion"]
+    period = run["facets"]["conservation_period"]
+    flink_job = run["facets"]["flink_deployment"]["jobId"]
+    stated = dataset_facets(run, "output", ICEBERG_ORDERS)["outputStatistics"]["rowCount"]
+    others = period["otherWriters"].get(qualified(ICEBERG_ORDERS), 0)
+    start, end = int(period["start"]["snapshot"]), int(period["end"]["snapshot"])
+
+    table = load_catalog(settings).load_table("default.orders")
+    own = foreign = 0
+    current = end
+    while current != start:
+        snapshot = table.snapshot_by_id(current)
+        assert snapshot is not None, f"snapshot {current} (between {start} and {end}) is no longer in the table"
+        s = snapshot.summary.additional_properties if snapshot.summary else {}
+        net = (
+            int(s.get("added-records", 0))
+            - int(s.get("deleted-records", 0))
+            - int(s.get("added-position-deletes", 0))
+            + int(s.get("removed-position-deletes", 0))
+        )
+        if s.get("flink.job-id") == flink_job:
+            own += net
+        else:
+            foreign += net
+        assert snapshot.parent_snapshot_id is not None, f"{start} is not an ancestor of {end}"
+        current = snapshot.parent_snapshot_id
+    print(f"iceberg-ingestion: snapshots {start}..{end}: the job's add {own}, others {foreign}; stated {stated}")
+    assert own > 0
+    assert stated == own
+    assert others == foreign
+
+    # the input: records of orders between the two cuts' last stable offsets
+    ends = {
+        int(p): (period["start"]["orders offsets"][p][1], b) for p, (_, b) in period["end"]["orders offsets"].items()
+    }
+    gave = dataset_facets(run, "input", ORDERS)["inputStatistics"]["rowCount"]
+    assert gave == records_between(settings, "orders", ends)
+
+
+@pytest.fixture(scope="module")
+def s3(settings):
+    """A boto3 client of the test's own (not the resource's)."""
+    return boto3.client(
+        "s3",
+        endpoint_url=settings.s3_endpoint,
+        aws_access_key_id=settings.s3_access_key,
+        aws_secret_access_key=settings.s3_secret_key,
+        region_name=settings.s3_region,
+        config=Config(s3={"addressing_style": "path"}),
+    )
+
+
+def test_the_archive_sink_output_statistics_are_the_lines_of_the_objects_it_gained(settings, told, s3):
+    run = told["orders-s3-sink"]
+    period = run["facets"]["conservation_period"]
+    stated = dataset_facets(run, "output", ARCHIVE)["outputStatistics"]["rowCount"]
+    others = period["otherWriters"].get(qualified(ARCHIVE), 0)
+
+    folders: dict[int, list[tuple[int, str]]] = {}
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket="orders-archive", Prefix="topics/orders/"):
+        for obj in page.get("Contents", []):
+            if (m := KEY.fullmatch(obj["Key"])) and m[1] == m[2]:
+                folders.setdefault(int(m[1]), []).append((int(m[3]), obj["Key"]))
+    gained: list[str] = []
+    for p, bounds in period["end"]["partitions"].items():
+        first, last = period["start"]["partitions"][p]["objects"], bounds["objects"]
+        keys = [key for _, key in sorted(folders.get(int(p), []))]
+        assert len(keys) >= last, f"partition {p}: {len(keys)} objects listed now, {last} at the period's end"
+        gained += keys[first:last]
+    lines = sum(s3.get_object(Bucket="orders-archive", Key=key)["Body"].read().decode().count("\n") for key in gained)
+    print(f"orders-s3-sink: {len(gained)} objects gained, {lines} lines; stated {stated}, other writers {others}")
+    assert lines > 0
+    assert stated + others == lines
+
+    ends = {int(p): (period["start"]["partitions"][p]["end"], b["end"]) for p, b in period["end"]["partitions"].items()}
+    gave = dataset_facets(run, "input", ORDERS)["inputStatistics"]["rowCount"]
+    assert gave == records_between(settings, "orders", ends)
+
+
+def test_the_supplier_stats_run_carries_input_and_output_statistics(settings, told):
+    run = told["supplier-stats"]
+    period = run["facets"]["conservation_period"]
+    wrote = dataset_facets(run, "output", SUPPLIER_STATS)["outputStatistics"]["rowCount"]
+    gave = dataset_facets(run, "input", ORDERS)["inputStatistics"]["rowCount"]
+    print(f"supplier-stats: input {gave}, output {wrote}, period {period['startTime']}..{period['endTime']}")
+    assert wrote > 0
+    # in: committed orders below the group's committed offsets at each cut
+    bounds = {int(p): (period["start"]["orders"][p], c) for p, c in period["end"]["orders"].items()}
+    assert gave == records_between(settings, "orders", bounds)
