@@ -552,13 +552,15 @@ def time_sensors(settings: StackSettings, runs: int, directory: Path, which: str
             instance = stack.enter_context(dg.DagsterInstance.ephemeral())
             cursors = {}
         rows = []
+        repository = defs.get_repository_def()
         for sensor in defs.sensors:
             # only the resources the sensor asks for, as the daemon initialises them (not Spark for every tick)
             needed = {k: v for k, v in resources.items() if k in sensor.required_resource_keys}
 
             def tick(sensor=sensor, needed=needed):
+                # the repository: a sensor that requests partitioned runs (the new-orders sensor) needs it
                 with dg.build_sensor_context(
-                    instance=instance, cursor=cursors.get(sensor.name), resources=needed
+                    instance=instance, cursor=cursors.get(sensor.name), resources=needed, repository_def=repository
                 ) as ctx:
                     if isinstance(sensor, dg.AssetSensorDefinition):
                         # calling an asset sensor with resources fails in Dagster 1.13 (the resources reach its
