@@ -50,6 +50,9 @@ class KafkaCounter:
                     "enable.partition.eof": True,
                     "isolation.level": "read_committed",
                     "auto.offset.reset": "earliest",
+                    # a partition ending in a transaction marker has nothing more to give: without this each such
+                    # read waits out the broker's default fetch wait (500 ms) before the EOF arrives
+                    "fetch.wait.max.ms": 20,
                 }
             )
         )
