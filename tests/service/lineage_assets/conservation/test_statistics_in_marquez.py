@@ -25,6 +25,7 @@ from botocore.config import Config
 from confluent_kafka import KafkaError, TopicPartition
 
 from infra.services.iceberg_catalog import load_catalog
+from infra.settings import StackSettings
 from lineage_assets.resources import build_resources
 from lineage_assets.source.orders import ensure_table, insert_orders
 from tests.service.lineage_assets.conservation.conftest import judge_consumer
@@ -63,17 +64,32 @@ def latest_run(settings, job: str) -> dict | None:
 
 
 def dataset_facets(run: dict, kind: str, dataset: tuple[str, str]) -> dict[str, Any]:
-    """The facets of ``dataset`` among the run's input or output versions (``kind``: "input"/"output"); the version
-    that carries statistics when the run holds more than one (an input's version changes with its schema)."""
+    """The facets of ``dataset`` among the run's input or output versions (``kind``: "input"/"output") that carry
+    statistics. A run can hold several versions of a dataset (an input's version moves when its producer reports it
+    anew), and the API does not order them: then they are read from the run's latest stored event, the one whose
+    ``conservation_period`` the run shows."""
+    statistic = f"{kind}Statistics"
     versions = [
         v["facets"]
         for v in run[f"{kind}DatasetVersions"]
-        if (v["datasetVersionId"]["namespace"], v["datasetVersionId"]["name"]) == dataset
+        if (v["datasetVersionId"]["namespace"], v["datasetVersionId"]["name"]) == dataset and statistic in v["facets"]
     ]
-    statistic = f"{kind}Statistics"
-    with_stats = [f for f in versions if statistic in f]
-    assert len(with_stats) == 1, f"{dataset} in run {run['id']}: {len(with_stats)} {kind} versions with statistics"
-    return with_stats[0]
+    assert versions, f"{dataset} in run {run['id']}: no {kind} version with statistics"
+    if len(versions) == 1:
+        return versions[0]
+    end = run["facets"]["conservation_period"]["endTime"]
+    events = requests.get(
+        f"{StackSettings.from_env().marquez_url}/api/v1/events/lineage",
+        params={"limit": 500, "sortDirection": "desc"},
+        timeout=30,
+    ).json()["events"]
+    (event,) = [
+        e
+        for e in events
+        if e["run"]["runId"] == run["id"] and e["run"]["facets"].get("conservation_period", {}).get("endTime") == end
+    ]
+    (found,) = [d for d in event[f"{kind}s"] if (d["namespace"], d["name"]) == dataset]
+    return found[f"{kind}Facets"]
 
 
 def told_after(settings, job: str, output: tuple[str, str], since: str) -> dict | None:
