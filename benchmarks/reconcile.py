@@ -37,9 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.flink_throughput import OrderEncoder, produce
 from infra.settings import StackSettings
-from lineage_assets.checks.conservation import RESOURCE_KEYS
 from lineage_assets.conservation.reconcile import reconcile
-from lineage_assets.conservation.stores import Stores
+from lineage_assets.conservation.stores import RESOURCE_KEYS, Stores
 from lineage_assets.kafka.topics import consumer_lag, end_offsets
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.resources import build_resources

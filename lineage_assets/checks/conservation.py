@@ -31,7 +31,6 @@ DESCRIPTION = (
     "missing or doubled records, warns on records pending too long or a store that cannot be read"
 )
 #: the resources a reconciliation reads (never Spark: building it starts a Spark session)
-RESOURCE_KEYS = ("kafka", "iceberg", "object_store", "flink", "connect", "source_db")
 FIGURES = ("in", "out", "dead_letters", "pending", "missing", "duplicates")
 
 

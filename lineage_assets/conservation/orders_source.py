@@ -445,8 +445,9 @@ def scan_topic(stores: Stores, tally: Tally, reference_xid: int) -> dict[int, tu
 
 
 def deep_audit(stores: Stores, deep_range: dict[str, Any]) -> list[str]:
-    """Per-key audit of a chosen offset range (``{"partition": p, "from": a, "to": b}``, default: the last 10000
-    records of each partition): order_ids Debezium sent more than once, and order_ids the table does not hold."""
+    """Per-key audit of a chosen offset range (``{"partition": p, "from": a, "to": b}``, or the last N records of
+    each partition, ``{"last": N}``, default 10000): order_ids Debezium sent more than once, and order_ids the
+    table does not hold."""
     ranges = stores.kafka.offsets(TOPIC)
     consumer = Consumer(
         stores.resources.kafka.connection().client_config(
@@ -464,7 +465,7 @@ def deep_audit(stores: Stores, deep_range: dict[str, Any]) -> list[str]:
         for p, (log_start, end) in ranges.items():
             if "partition" in deep_range and int(deep_range["partition"]) != p:
                 continue
-            start = max(int(deep_range.get("from", end - 10000)), log_start)
+            start = max(int(deep_range.get("from", end - int(deep_range.get("last", 10000)))), log_start)
             stop = min(int(deep_range.get("to", end)), end)
             if start >= stop:
                 continue

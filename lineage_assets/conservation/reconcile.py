@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
+from lineage_assets.conservation import key_audit
 from lineage_assets.conservation.balance import HopBalance, StoreUnavailable
 from lineage_assets.conservation.hops import Hop, hops
 from lineage_assets.conservation.store import Busy
@@ -69,6 +70,8 @@ def balance_of(hop: Hop, stores: Stores, lock_timeout: float | None = None) -> H
         with stores.counts.locked(hop.job.name, lock_timeout):
             found = reader(hop.job.name)(hop, stores)
         found = found.with_accepted(accepted_refs(stores, hop.job.name))
+        if stores.deep:
+            found = replace(found, notes=(*found.notes, *deep_notes(hop, stores)))
     except Busy:
         found = HopBalance(
             hop.job.name, hop.input.qualified_name, hop.output_names, unknown=f"{BUSY}; it reports when it ends"
@@ -80,6 +83,15 @@ def balance_of(hop: Hop, stores: Stores, lock_timeout: float | None = None) -> H
         why = f"reading the hop failed: {type(exc).__name__}: {exc}; see the log, fix the store or the reader"
         found = HopBalance(hop.job.name, hop.input.qualified_name, hop.output_names, unknown=why)
     return replace(found, took_s=round(time.monotonic() - started, 2))
+
+
+def deep_notes(hop: Hop, stores: Stores) -> list[str]:
+    """The per-key audit of a hop whose outputs keep keys (``--deep``). An audit that cannot read a store adds a
+    note and keeps the counts: the balance above it stands on its own reads."""
+    try:
+        return key_audit.audit(hop.job.name, hop, stores)
+    except StoreUnavailable as exc:
+        return [f"per-key audit not done: {exc}"]
 
 
 def reconcile(

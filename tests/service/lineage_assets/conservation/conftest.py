@@ -9,9 +9,8 @@ import dagster as dg
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from lineage_assets.checks.conservation import RESOURCE_KEYS
 from lineage_assets.conservation.store import CountStore
-from lineage_assets.conservation.stores import Stores
+from lineage_assets.conservation.stores import RESOURCE_KEYS, Stores
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.resources import build_resources
 

@@ -35,9 +35,8 @@ from infra.services.base import read_pid
 from infra.services.flink import FlinkTaskManager
 from infra.services.kafka_connect import KafkaConnect
 from infra.services.object_store import ObjectStore
-from lineage_assets.checks.conservation import RESOURCE_KEYS
 from lineage_assets.conservation.reconcile import accept, reconcile
-from lineage_assets.conservation.stores import Stores
+from lineage_assets.conservation.stores import RESOURCE_KEYS, Stores
 from lineage_assets.kafka.topics import end_offsets
 from lineage_assets.resources import build_resources
 

@@ -15,7 +15,7 @@ PIPELINE = Pipeline.from_settings(StackSettings())
 
 @pytest.fixture
 def stores(tmp_path):
-    return SimpleNamespace(pipeline=PIPELINE, counts=CountStore(tmp_path / "counts.sqlite"))
+    return SimpleNamespace(pipeline=PIPELINE, counts=CountStore(tmp_path / "counts.sqlite"), deep=False)
 
 
 def fake_readers(monkeypatch, looks: dict[str, list]):
@@ -88,3 +88,21 @@ def test_an_accepted_change_of_another_writer_no_longer_counts_and_is_listed_apa
     rec.accept(stores, "iceberg-ingestion", ["snapshot:9"], by="a test")
     (both,) = rec.reconcile(stores, ["iceberg-ingestion"], confirm_after_s=0)
     assert (both.out, both.status) == (100, "balanced")
+
+
+def test_deep_adds_the_key_audit_notes_and_an_unreadable_audit_keeps_the_counts(tmp_path, monkeypatch):
+    def audit(job, hop, stores):
+        if job == "orders-s3-sink":
+            raise StoreUnavailable("object store at http://127.0.0.1:9000 did not answer")
+        return [f"audited {job}"] if job == "iceberg-ingestion" else []
+
+    monkeypatch.setattr(rec.key_audit, "audit", audit)
+    monkeypatch.setattr(rec, "reader", lambda job: lambda hop, stores: HopBalance(job, "in", (), 5, 5, 0, 0))
+    stores = SimpleNamespace(pipeline=PIPELINE, counts=CountStore(tmp_path / "counts.sqlite"), deep=True)
+    found = {b.job: b for b in rec.reconcile(stores, confirm_after_s=0)}
+    assert found["iceberg-ingestion"].notes == ("audited iceberg-ingestion",)
+    assert found["orders-s3-sink"].status == "balanced"
+    assert found["orders-s3-sink"].notes == (
+        "per-key audit not done: object store at http://127.0.0.1:9000 did not answer",
+    )
+    assert found["supplier-stats"].notes == ()
