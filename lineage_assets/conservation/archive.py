@@ -44,6 +44,8 @@ from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from lineage_assets.conservation.balance import HopBalance, OtherWriter, StoreUnavailable
 from lineage_assets.conservation.hops import Hop
+from lineage_assets.conservation.kafka_counts import PartitionCount
+from lineage_assets.conservation.store import CountStore
 from lineage_assets.conservation.stores import Stores
 
 #: the start offset's width in the sink's object keys (ObjectKeys.java)
@@ -113,6 +115,17 @@ def place_of(key: str, prefix: str, topic: str, partitions: Iterable[int]) -> Ke
     if partition not in set(partitions):
         return KeyPlace(problem=f"{topic} has no partition {partition}")
     return KeyPlace(partition, start)
+
+
+def sink_place(key: str, heads: Mapping[str, int]) -> KeyPlace | None:
+    """The place of one of the sink's own keys without a pattern: ``heads`` maps each partition's key head
+    (``object_key`` up to the start offset) to the partition. None when ``key`` is not of that form (ask
+    ``place_of``). A run places every remembered key, so this is the common case made cheap."""
+    digits = key[-OFFSET_DIGITS - len(EXTENSION) : -len(EXTENSION)]
+    partition = heads.get(key[: -OFFSET_DIGITS - len(EXTENSION)])
+    if partition is None or not key.endswith(EXTENSION) or len(digits) != OFFSET_DIGITS or not digits.isdecimal():
+        return None
+    return KeyPlace(partition, int(digits))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -207,17 +220,22 @@ def walk(objects: list[Placed], dead_letters: Iterable[int], cut: int, end: int)
     dead = sorted({d for d in dead_letters if 0 <= d < end})
     ordered = sorted(objects, key=lambda o: (o.start, -o.lines, o.key))
     chain, others, pos = [], [], 0
+    stops: dict[int, int] = {}  # id of a chain object -> its span end (computed once)
     for o in ordered:
         if o.start >= pos and o.lines > 0:
             chain.append(o)
-            pos = span_end(o.start, o.lines, dead)
+            pos = stops[id(o)] = span_end(o.start, o.lines, dead)
         else:
             others.append(o)
     result = PartitionWalk()
     held = _Held()
     for o in chain + others:
-        stop = span_end(o.start, o.lines, dead)
-        free = held.outside(o.start, min(stop, end)) if o.start < end else []
+        stop = stops.get(id(o))
+        if stop is not None:  # a chain object: the earlier ones all end at or before its start, nothing holds it
+            free = [(o.start, min(stop, end))] if o.start < end else []
+        else:
+            stop = span_end(o.start, o.lines, dead)
+            free = held.outside(o.start, min(stop, end)) if o.start < end else []
         claimed = sum(b - a - _between(dead, a, b) for a, b in free)
         if claimed < o.lines:
             result.extra[o.key] = result.extra.get(o.key, 0) + o.lines - claimed
@@ -538,6 +556,15 @@ def count_lines(body: Iterable[bytes]) -> int:
     return lines + (last != b"\n")
 
 
+def fact_lines(text: str) -> int:
+    """The line count of a remembered object fact (``{"etag": ..., "lines": n}``, as ``object_lines`` writes it),
+    read from the end of the text: decoding 40 000 facts as JSON each run cost more than everything else."""
+    head, sep, tail = text.rpartition(', "lines": ')
+    if sep and head.startswith('{"etag": ') and tail.endswith("}") and tail[:-1].isdigit():
+        return int(tail[:-1])
+    return int(json.loads(text)["lines"])
+
+
 def object_lines(
     s3: Any,
     bucket: str,
@@ -668,6 +695,30 @@ def _dead_letter_handler(stores: Stores, kind: str) -> Callable[[Message], None]
     return handle
 
 
+def remembered_counts(
+    store: CountStore, topic: str, targets: Mapping[int, Iterable[int]], ranges: Mapping[int, tuple[int, int]]
+) -> dict[tuple[int, int], PartitionCount]:
+    """What ``KafkaCounter.count`` would answer for the partitions whose every target already has a mark of its
+    own, read from the marks alone. An idle partition ending in a transaction marker has its committed offset one
+    below its end, so the counter would read from the one mark to the other, and wait out a consume timeout
+    (0.2 s a partition) for nothing. Partitions with a target not marked yet are left out (count those)."""
+    found: dict[tuple[int, int], PartitionCount] = {}
+    for partition, wanted in targets.items():
+        first = store.first_mark(topic, partition)
+        if first is None or partition not in ranges:
+            continue
+        log_start, end = ranges[partition]
+        clipped = {t: min(max(t, first[0]), end) for t in wanted}
+        marks = {c: store.mark_below(topic, partition, c) for c in set(clipped.values())}
+        if not marks or any(m is None or m[0] != c for c, m in marks.items()):
+            continue
+        if marks[min(marks)][0] < log_start:  # retention: the counter says so
+            continue
+        for t, c in clipped.items():
+            found[(partition, t)] = PartitionCount(partition, first[0], c, marks[c][1], uncounted_before=first[0])  # type: ignore[index]
+    return found
+
+
 def _first_timestamp(stores: Stores, topic: str, at: dict[int, int]) -> float | None:
     """Epoch seconds of the oldest committed record at or after the given offsets (one record per partition)."""
     if not at:
@@ -711,7 +762,7 @@ def balance(hop: Hop, stores: Stores) -> HopBalance:
     kafka, counts = stores.kafka, stores.counts
 
     verified_kind, floors_kind, absent_kind, named_kind = _listing_kinds(job)
-    remembered = {k: json.loads(v) for k, v in counts.facts(objects_kind).items()}
+    remembered = counts.facts(objects_kind)  # JSON text: decoded only for the keys listed this run
     verified = {k: float(v) for k, v in counts.facts(verified_kind).items()}
     last_floors = {int(k): int(v) for k, v in counts.facts(floors_kind).items()}
     absent, named_before = counts.facts(absent_kind), counts.facts(named_kind)
@@ -719,12 +770,14 @@ def balance(hop: Hop, stores: Stores) -> HopBalance:
     partitions = sorted(first_ends)
     known_starts: dict[int, list[int]] = {p: [] for p in partitions}
     seen_places: dict[str, KeyPlace] = {}
+    sink_heads = {object_key(prefix, topic, p, 0)[: -OFFSET_DIGITS - len(EXTENSION)]: p for p in partitions}
 
     def where(key: str) -> KeyPlace:
-        """``place_of``, once per key (a run places every remembered and listed key)."""
+        """``place_of``, once per key (a run places every remembered and listed key); the sink's own keys by
+        slicing (``sink_place``), the rest by the layout's patterns."""
         place = seen_places.get(key)
         if place is None:
-            place = seen_places[key] = place_of(key, prefix, topic, partitions)
+            place = seen_places[key] = sink_place(key, sink_heads) or place_of(key, prefix, topic, partitions)
         return place
 
     for key in remembered:
@@ -749,7 +802,8 @@ def balance(hop: Hop, stores: Stores) -> HopBalance:
         if after == before or tries >= CUT_TRIES:
             break
         time.sleep(0.5)
-    ends = {p: end for p, (_, end) in kafka.offsets(topic).items()}
+    ranges_now = kafka.offsets(topic)
+    ends = {p: end for p, (_, end) in ranges_now.items()}
     cut = {p: max(before[p], 0) for p in partitions}
 
     # what the listing did not read: remembered keys stand as they were listed last (their shard is re-listed
@@ -760,18 +814,19 @@ def balance(hop: Hop, stores: Stores) -> HopBalance:
     looked = _heads(stores.s3, bucket, suspects, endpoint)
     present.update({k: etag for k, etag in looked.items() if etag is not None})
     gone = {k for k, etag in looked.items() if etag is None} | {k for k in absent if k not in present}
+    standing: dict[str, str] = {}  # remembered keys this run did not list: they stand as last listed
     for key, fact in remembered.items():
         if key in present or key in gone:
             continue
         if listing.covers(key):
             gone.add(key)
         else:
-            present[key] = fact["etag"]
+            standing[key] = fact
     sink_keys = {k for k in gone if where(k).partition is not None}
     newly_gone = {k: json.dumps(now) for k in sink_keys if k not in absent}
     if newly_gone:
         counts.put_facts(absent_kind, newly_gone)
-    back = [k for k in absent if k in present]
+    back = [k for k in absent if k in present]  # (an absent key is gone unless present: never standing)
     if back:
         counts.drop_facts(absent_kind, back)
     dropped = [k for k in gone if k in remembered]
@@ -782,6 +837,7 @@ def balance(hop: Hop, stores: Stores) -> HopBalance:
     lines, read_now = object_lines(
         stores.s3, bucket, present, remembered, lambda f: counts.put_facts(objects_kind, f), endpoint
     )
+    lines.update((key, fact_lines(fact)) for key, fact in standing.items())
 
     # dead letters, scanned incrementally
     dead_sources: dict[int, set[int]] = {p: set() for p in partitions}
@@ -806,7 +862,10 @@ def balance(hop: Hop, stores: Stores) -> HopBalance:
             targets[place.partition].add(place.start)  # type: ignore[arg-type]
     for p, offsets in dead_sources.items():
         targets[p] |= {o for o in offsets if f"{p}:{o}" not in below and o < ends[p]}
-    counted = kafka.count(topic, {p: sorted(t) for p, t in targets.items()})
+    counted = remembered_counts(counts, topic, targets, ranges_now)
+    unknown = {p: sorted(t) for p, t in targets.items() if not any(q == p for q, _ in counted)}
+    if unknown:
+        counted |= kafka.count(topic, unknown)
     origin = {p: next(c.start for (q, _), c in counted.items() if q == p) for p in partitions}
     dead_sources = {p: {o for o in offsets if origin[p] <= o < ends[p]} for p, offsets in dead_sources.items()}
     # remembered: the positions of object starts and dead letters (the cut and the end move every run)

@@ -9,17 +9,22 @@ from lineage_assets.conservation.archive import (
     Placed,
     choose_rotation,
     count_lines,
+    fact_lines,
     fresh_shards,
     list_archive,
     object_key,
     offsets_of,
     place_of,
     plan_shards,
+    remembered_counts,
     shard_range,
+    sink_place,
     span_end,
     verified_at,
     walk,
 )
+from lineage_assets.conservation.kafka_counts import PartitionCount
+from lineage_assets.conservation.store import CountStore
 
 P = "topics/orders/"
 
@@ -305,3 +310,43 @@ def test_rotating_listing_lists_fresh_shards_and_the_stalest_old_ones():
     assert found.plans[0].outside and found.plans[0].rotated == []
     assert copy_far in found.objects and f"{P}partition=0/zz-replayed.jsonl" in found.objects
     assert found.covers(copy_far)
+
+
+HEADS = {"topics/orders/partition=0/orders+0+": 0, "topics/orders/partition=1/orders+1+": 1}
+
+
+def test_sink_place_reads_the_sinks_own_keys_and_leaves_the_rest_to_place_of():
+    assert sink_place(key(1, 300), HEADS) == KeyPlace(1, 300)
+    assert sink_place(key(0, 0), HEADS) == KeyPlace(0, 0)
+    assert sink_place(key(2, 300), HEADS) is None  # no such partition here
+    assert sink_place(f"{P}partition=1/orders+0+{300:020d}.jsonl", HEADS) is None  # another partition's name
+    assert sink_place(f"{P}partition=1/orders+1+{300:019d}.jsonl", HEADS) is None  # 19 digits
+    assert sink_place(f"{P}partition=1/orders+1+{300:020d}.json", HEADS) is None
+    assert sink_place(f"{P}partition=1/orders+1+0000000000000000030x.jsonl", HEADS) is None
+    assert sink_place(f"{P}partition=1/orders+1+{300:020d}.jsonl.bak", HEADS) is None
+    assert sink_place("x", HEADS) is None
+
+
+def test_fact_lines_reads_the_count_as_object_lines_writes_it():
+    assert fact_lines('{"etag": "\\"ab, \\"lines\\": 9\\"", "lines": 120}') == 120
+    assert fact_lines('{"lines": 7, "etag": "\\"ab\\""}') == 7  # another order: decoded as JSON
+    assert fact_lines('{"etag": "x", "lines": 0}') == 0
+
+
+def test_remembered_counts_answers_from_exact_marks_only(tmp_path):
+    store = CountStore(tmp_path / "c.sqlite")
+    store.add_marks("orders", 0, [(10, 0), (500, 480), (501, 480)])
+    store.add_marks("orders", 1, [(0, 0), (300, 300)])
+    ranges = {0: (10, 501), 1: (0, 301), 2: (0, 5)}
+    found = remembered_counts(store, "orders", {0: [500, 501, 900], 1: [300, 301], 2: [3]}, ranges)
+    assert found == {
+        (0, 500): PartitionCount(0, 10, 500, 480, uncounted_before=10),
+        (0, 501): PartitionCount(0, 10, 501, 480, uncounted_before=10),
+        (0, 900): PartitionCount(0, 10, 501, 480, uncounted_before=10),  # past the end: the end
+    }  # partition 1: no mark at 301 (counted by Kafka); partition 2: never counted
+
+
+def test_remembered_counts_leaves_a_partition_retention_cut_below_its_marks(tmp_path):
+    store = CountStore(tmp_path / "c.sqlite")
+    store.add_marks("orders", 0, [(0, 0), (100, 100)])
+    assert remembered_counts(store, "orders", {0: [100]}, {0: (150, 200)}) == {}
