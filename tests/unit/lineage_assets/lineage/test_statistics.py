@@ -1,9 +1,10 @@
 """Statistics events: each rowCount is what the hop moved between two looks at the same run (figures by hand)."""
 
+import datetime as dt
 import json
 
 from infra.settings import StackSettings
-from lineage_assets.conservation.balance import HopBalance
+from lineage_assets.conservation.balance import HopBalance, OtherWriter
 from lineage_assets.conservation.hops import hops
 from lineage_assets.conservation.store import CountStore
 from lineage_assets.lineage.events import EventBuilder, to_json
@@ -62,3 +63,26 @@ def test_unknown_figures_send_nothing(tmp_path):
     unknown = HopBalance(HOP.job.name, "i", (), unknown="Kafka down")
     assert statistics_event(builder, counts, HOP, RUN_1, unknown) is None
     assert counts.facts("ol_statistics") == {}
+
+
+def test_other_writers_and_their_acceptance_leave_the_jobs_rowcount_and_the_period_names_them(tmp_path):
+    counts, builder = CountStore(tmp_path / "c.sqlite"), EventBuilder(PIPELINE)
+    table = HOP.output.qualified_name
+    t0, t1, t2 = (dt.datetime(2026, 11, 26, 3, m, tzinfo=dt.UTC) for m in (0, 5, 10))
+    deleted = OtherWriter(table, "snapshot 7 (overwrite)", -10, "snapshot:7")
+    # 1000 rows written by the job; then the job writes 400 more while someone deletes 10 of the table's rows
+    first = HopBalance(HOP.job.name, "i", (), 1000, 1000, 0, 0, range={"snapshot": 1})
+    statistics_event(builder, counts, HOP, RUN_1, first, now=t0)
+    second = HopBalance(HOP.job.name, "i", (), 1400, 1390, 0, 0, range={"snapshot": 8}, other_writers=(deleted,))
+    event = statistics_event(builder, counts, HOP, RUN_1, second, now=t1)
+    assert datasets(event)["default/orders"]["outputStatistics"]["rowCount"] == 400
+    period = json.loads(to_json(event))["run"]["facets"]["conservation_period"]
+    assert (period["startTime"], period["endTime"]) == ("2026-11-26T03:00:00.000Z", "2026-11-26T03:05:00.000Z")
+    assert (period["start"], period["end"]) == ({"snapshot": 1}, {"snapshot": 8})
+    assert period["otherWriters"] == {table: -10}
+    # the deletion accepted (its rows leave the balance: out reads 1400), nothing written since: rowCount 0
+    accepted = second.with_accepted({"snapshot:7"})
+    assert accepted.out == 1400
+    third = statistics_event(builder, counts, HOP, RUN_1, accepted, now=t2)
+    assert datasets(third)["default/orders"]["outputStatistics"]["rowCount"] == 0
+    assert json.loads(to_json(third))["run"]["facets"]["conservation_period"]["otherWriters"] == {}
