@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import uuid
 
+import boto3
 import dagster as dg
 import pytest
+from botocore.config import Config
 from confluent_kafka import Consumer, TopicPartition
 
 from lineage_assets.conservation.store import CountStore
@@ -29,6 +31,19 @@ def stores(settings, tmp_path_factory):
         found = Stores(settings, Pipeline.from_settings(settings), resources)
         found.counts = CountStore(tmp_path_factory.mktemp("counts") / "counts.sqlite")
         yield found
+
+
+@pytest.fixture(scope="module")
+def s3(settings):
+    """A boto3 client of the tests' own (not the resource's): the judges read the archive themselves."""
+    return boto3.client(
+        "s3",
+        endpoint_url=settings.s3_endpoint,
+        aws_access_key_id=settings.s3_access_key,
+        aws_secret_access_key=settings.s3_secret_key,
+        region_name=settings.s3_region,
+        config=Config(s3={"addressing_style": "path"}),
+    )
 
 
 def judge_consumer(settings, **extra) -> Consumer:

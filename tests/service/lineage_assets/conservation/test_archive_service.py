@@ -44,19 +44,6 @@ def hop(stores):
 
 
 @pytest.fixture(scope="module")
-def s3(settings):
-    """A boto3 client of the test's own (not the resource's)."""
-    return boto3.client(
-        "s3",
-        endpoint_url=settings.s3_endpoint,
-        aws_access_key_id=settings.s3_access_key,
-        aws_secret_access_key=settings.s3_secret_key,
-        region_name=settings.s3_region,
-        config=Config(s3={"addressing_style": "path"}),
-    )
-
-
-@pytest.fixture(scope="module")
 def bucket(settings):
     return settings.archive_bucket
 

@@ -13,11 +13,9 @@ import json
 import re
 from collections import Counter
 
-import boto3
 import fastavro
 import pytest
 import requests
-from botocore.config import Config
 from confluent_kafka import KafkaError, TopicPartition
 from pyiceberg.expressions import In
 
@@ -44,18 +42,6 @@ def deep(stores, settings):
     )
     stores.deep, stores.deep_range = True, {"last": LAST}
     return stores
-
-
-@pytest.fixture(scope="module")
-def s3(settings):
-    return boto3.client(
-        "s3",
-        endpoint_url=settings.s3_endpoint,
-        aws_access_key_id=settings.s3_access_key,
-        aws_secret_access_key=settings.s3_secret_key,
-        region_name=settings.s3_region,
-        config=Config(s3={"addressing_style": "path"}),
-    )
 
 
 def run(stores, job: str) -> key_audit.KeyAudit:

@@ -18,10 +18,8 @@ import time
 from typing import Any
 from urllib.parse import quote
 
-import boto3
 import pytest
 import requests
-from botocore.config import Config
 from confluent_kafka import KafkaError, TopicPartition
 
 from infra.services.iceberg_catalog import load_catalog
@@ -191,19 +189,6 @@ def test_iceberg_ingestion_output_statistics_are_the_rows_its_snapshots_added(se
     }
     gave = dataset_facets(run, "input", ORDERS)["inputStatistics"]["rowCount"]
     assert gave == records_between(settings, "orders", ends)
-
-
-@pytest.fixture(scope="module")
-def s3(settings):
-    """A boto3 client of the test's own (not the resource's)."""
-    return boto3.client(
-        "s3",
-        endpoint_url=settings.s3_endpoint,
-        aws_access_key_id=settings.s3_access_key,
-        aws_secret_access_key=settings.s3_secret_key,
-        region_name=settings.s3_region,
-        config=Config(s3={"addressing_style": "path"}),
-    )
 
 
 def test_the_archive_sink_output_statistics_are_the_lines_of_the_objects_it_gained(settings, told, s3):
