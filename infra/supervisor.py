@@ -122,6 +122,11 @@ def start(svc: Service, log: Callable[[str], None] = print) -> str:
         svc.after_start()
         return f"{ALREADY_RUNNING} (pid {pid})"
     taken = [p for p in svc.ports if port_open(svc.settings.host, p)]
+    deadline = time.monotonic() + svc.stop_timeout
+    while taken and _exiting(svc) and time.monotonic() < deadline:
+        # our own process was killed and is still exiting: its threads hold the ports for a moment
+        time.sleep(0.2)
+        taken = [p for p in svc.ports if port_open(svc.settings.host, p)]
     if taken:
         raise svc.fail(
             f"port(s) {taken} on {svc.settings.host} are already in use by a process lineage-lab did not start; "
@@ -134,6 +139,16 @@ def start(svc: Service, log: Callable[[str], None] = print) -> str:
     _wait_healthy(svc, pid)
     svc.after_start()
     return f"healthy after {time.monotonic() - started:.1f}s (pid {pid})"
+
+
+def _exiting(svc: Service) -> bool:
+    """The pid file names a process lineage-lab started that has died but is still listed (a zombie leader)."""
+    try:
+        record = json.loads(svc.pid_path.read_text())
+    except (OSError, ValueError):
+        return False
+    pid = int(record.get("pid", 0))
+    return pid > 0 and process_start_time(pid) == record.get("start_time") and read_pid(svc) is None
 
 
 def _wait_healthy(svc: Service, pid: int) -> None:

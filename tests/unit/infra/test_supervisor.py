@@ -102,3 +102,31 @@ def test_stale_pid_file_is_not_trusted(home):
 )
 def test_external_endpoints_are_probed_at_their_first_address(endpoint, address):
     assert supervisor.endpoint_address(endpoint) == address
+
+
+DYING = """
+import ctypes, os, socket, threading, time
+def hold():
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", {port})); s.listen()
+    time.sleep(2.0)  # the port stays bound after the leader thread died, as a killed JVM's threads do
+    os._exit(0)
+threading.Thread(target=hold).start()
+time.sleep(0.5)
+ctypes.CDLL(None).pthread_exit(None)  # the leader dies first: the process is listed as a zombie
+"""
+
+
+def test_start_waits_for_the_ports_of_its_own_process_still_exiting(home):
+    port = free_port()
+    dying = HttpService(home, port, argv=[sys.executable, "-c", DYING.format(port=port)])
+    supervisor.start(dying, log=lambda _: None)
+    deadline = time.monotonic() + 10
+    while supervisor.read_pid(dying) is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert supervisor.read_pid(dying) is None and dying.is_healthy(), "leader dead, port still held"
+    again = HttpService(home, port)
+    try:
+        assert supervisor.start(again, log=lambda _: None).startswith("healthy after")
+    finally:
+        supervisor.stop(again)

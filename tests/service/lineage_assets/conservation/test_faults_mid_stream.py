@@ -31,7 +31,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from pyiceberg.expressions import StartsWith
 
 from infra import supervisor
-from infra.services.base import read_pid
+from infra.services.base import port_open, read_pid
 from infra.services.flink import FlinkTaskManager
 from infra.services.kafka_connect import KafkaConnect
 from infra.services.object_store import ObjectStore
@@ -63,8 +63,11 @@ def kill_and_restart(service) -> None:
     assert pid is not None, f"{service.name} runs"
     os.killpg(pid, signal.SIGKILL)
     deadline = time.monotonic() + 30
-    while read_pid(service) is not None and time.monotonic() < deadline:
-        time.sleep(0.2)  # SIGKILL is delivered asynchronously
+    # SIGKILL is delivered asynchronously, and a JVM's threads hold its ports a moment after its leader died
+    while time.monotonic() < deadline and (
+        read_pid(service) is not None or any(port_open(service.settings.host, p) for p in service.ports)
+    ):
+        time.sleep(0.2)
     supervisor.start(service, log=lambda _: None)
     assert read_pid(service) not in (None, pid), f"a new {service.name} process runs"
 
