@@ -205,6 +205,9 @@ def build_supplier_stats_asset(pipeline: Pipeline) -> dg.AssetsDefinition:
                     )
                 session.sql(CREATE_TARGET.format(table=target_table))
                 read = read_point(iceberg.catalog().load_table(short(source_table)), day)
+                # Spark's catalog cached the table when tableExists loaded it: a snapshot Flink committed since then
+                # (the one just pinned) is unknown to that copy ("Cannot find snapshot with ID ...")
+                session.catalog.refreshTable(source_table)
                 orders = day_orders(session, source_table, day, read.snapshot_id)
                 input_rows, rejected, output_rows = day_counts(orders)
                 stats = aggregate(orders)

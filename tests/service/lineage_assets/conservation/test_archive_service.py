@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import re
+import time
 import uuid
 from dataclasses import dataclass
 
@@ -36,6 +37,16 @@ pytestmark = pytest.mark.service
 TOPIC, DLQ, GROUP = "orders", "orders-dlq", "connect-orders-s3-sink"
 PREFIX = "topics/orders/"
 KEY = re.compile(r"topics/orders/partition=(\d+)/orders\+(\d+)\+(\d{20})\.jsonl")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def archive_has_objects(s3, bucket) -> None:
+    """The sink uploads a partition's buffer at flush.size records or once its oldest record waited
+    rotate.interval.ms (60 s): right after the main job the archive can still be empty for a minute."""
+    deadline = time.monotonic() + 300
+    while not s3.list_objects_v2(Bucket=bucket, Prefix=PREFIX, MaxKeys=1).get("KeyCount", 0):
+        assert time.monotonic() < deadline, "the sink wrote no object within 300 s of the main job"
+        time.sleep(5)
 
 
 @pytest.fixture(scope="module")
