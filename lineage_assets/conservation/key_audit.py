@@ -202,6 +202,15 @@ def _examples(items: Iterable[str], total: int | None = None) -> str:
     return f" ({', '.join(shown)}{' ...' if more else ''})"
 
 
+def _audited(hop: Hop, topic: str, spans, stores: Stores, group: str, result: KeyAudit) -> str:
+    """The head every audit's note begins with: the range read and what of it the dead letters explain."""
+    dlq = hop.dead_letters.name if hop.dead_letters else "no DLQ"
+    return (
+        f"deep audit of {describe_spans(topic, spans)} ({_chosen(stores.deep_range)} below group {group}'s "
+        f"committed offsets): {result.records} records, {result.dead_lettered} dead-lettered in {dlq}"
+    )
+
+
 def _chosen(deep_range: Mapping[str, Any]) -> str:
     if "partition" in deep_range or "from" in deep_range or "to" in deep_range:
         return "the chosen offsets, clipped to the log start and"
@@ -487,12 +496,9 @@ def audit_iceberg(hop: Hop, stores: Stores) -> KeyAudit:
     result.missing = sorted(missing)
     result.doubled = sorted(doubled)
     result.seconds = round(time.monotonic() - began, 2)
-    dlq = hop.dead_letters.name if hop.dead_letters else "no DLQ"
     result.notes = [
-        f"deep audit of {describe_spans(topic, spans)} ({_chosen(stores.deep_range)} below group {group}'s "
-        "committed offsets): "
-        f"{result.records} records, {result.dead_lettered} dead-lettered in {dlq}"
-        f", {result.undecoded} neither decodable nor dead-lettered (not judged); {len(expected)} order_ids "
+        _audited(hop, topic, spans, stores, group, result)
+        + f", {result.undecoded} neither decodable nor dead-lettered (not judged); {len(expected)} order_ids "
         f"({sum(expected.values())} expected rows) looked up in {table_name} at snapshot {snapshot_id} "
         f"({rows_read} rows read between the ids' bounds): {len(missing)} missing"
         + _examples((f"{k}" + (f" x{n}" if n > 1 else "") for k, n in sorted(missing.items())), len(missing))
@@ -645,11 +651,8 @@ def audit_archive(hop: Hop, stores: Stores) -> KeyAudit:
     result.missing, result.doubled, result.mismatched = missing, doubled, mismatched
     result.objects_named = sorted(named)
     result.seconds = round(time.monotonic() - began, 2)
-    dlq = hop.dead_letters.name if hop.dead_letters else "no DLQ"
     result.notes = [
-        f"deep audit of {describe_spans(topic, spans)} ({_chosen(stores.deep_range)} below group {group}'s "
-        "committed offsets): "
-        f"{result.records} records, {result.dead_lettered} dead-lettered in {dlq}, {result.tombstones} tombstones; "
+        _audited(hop, topic, spans, stores, group, result) + f", {result.tombstones} tombstones; "
         f"{len(result.objects)} objects read"
         + (f" ({result.objects[0]} .. {result.objects[-1]})" if result.objects else "")
         + f": {len(missing)} offsets missing"
