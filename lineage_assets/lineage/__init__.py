@@ -1,5 +1,5 @@
 """The lineage core: dataset identity, OpenLineage event building and delivery.
 
-Importable without Dagster (the Flink jobs' environment has only openlineage-python), so nothing here imports
-dagster.
+Only ``dagster_runs.py`` imports dagster (it opens and closes a Dagster run as a run of the ``dagster`` job around
+the batch work it parents); every other module here imports without it.
 """
