@@ -2,7 +2,8 @@
 (SASL passwords, registry credentials, catalog tokens) never appear on a command line.
 
 The deploying asset (lineage_assets/flink/deploy.py ``job_environment``) sets these variables for the ``flink run``
-process only; the driver turns them into connector options and into arguments of the Python functions.
+process only; the driver turns them into connector options and into arguments of the Python functions. Also here,
+as both drivers write one: the Kafka table of a job's dead letters (this module is shipped with every job).
 """
 
 from __future__ import annotations
@@ -41,6 +42,34 @@ def kafka_properties(environ: dict[str, str] | None = None) -> dict[str, str]:
 def kafka_sql_options(environ: dict[str, str] | None = None) -> str:
     """The Kafka client properties as options of a Kafka table (``properties.`` prefix)."""
     return sql_options({f"properties.{k}": v for k, v in kafka_properties(environ).items()})
+
+
+def dead_letter_table(
+    table: str,
+    columns: tuple[str, ...],
+    topic: str,
+    bootstrap: str,
+    max_bytes: int,
+    transactional_id_prefix: str,
+    environ: dict[str, str] | None = None,
+) -> str:
+    """``CREATE TEMPORARY TABLE`` of a job's dead-letter sink (``columns``: ``name TYPE`` each): JSON records in
+    Kafka transactions, exactly-once like the job's output, and up to ``max_bytes`` each, so that a dead letter is
+    never what fails (and restarts) the job."""
+    column_lines = ",\n            ".join(columns)
+    return f"""
+        CREATE TEMPORARY TABLE {table} (
+            {column_lines}
+        ) WITH (
+            'connector' = 'kafka',
+            'topic' = '{topic}',
+            'properties.bootstrap.servers' = '{bootstrap}',
+            'properties.transaction.timeout.ms' = '600000',
+            'sink.delivery-guarantee' = 'exactly-once',
+            'properties.max.request.size' = '{max_bytes}',
+            'sink.transactional-id-prefix' = '{transactional_id_prefix}',
+            'format' = 'json'{kafka_sql_options(environ)}
+        )"""
 
 
 def registry_user_info(environ: dict[str, str] | None = None) -> str:

@@ -25,6 +25,15 @@ from pyflink.table import EnvironmentSettings, TableEnvironment
 ROW_FIELDS = ["order_id", "supplier", "item", "price", "bid_time", "currency", "error"]
 #: the table's columns this job writes, in the order of the SELECT below
 TABLE_COLUMNS = ["order_id", "item", "price", "supplier", "bid_time", "currency"]
+DEAD_LETTER_COLUMNS = (
+    "src_topic STRING",
+    "src_partition INT",
+    "src_offset BIGINT",
+    "src_timestamp TIMESTAMP_LTZ(3)",
+    "record_key STRING",
+    "raw_value BYTES",
+    "reason STRING",
+)
 
 
 def main() -> None:
@@ -88,25 +97,16 @@ def main() -> None:
             'value.fields-include' = 'EXCEPT_KEY'{connections.kafka_sql_options()}
         )""")
 
-    t_env.execute_sql(f"""
-        CREATE TEMPORARY TABLE orders_dlq (
-            src_topic STRING,
-            src_partition INT,
-            src_offset BIGINT,
-            src_timestamp TIMESTAMP_LTZ(3),
-            record_key STRING,
-            raw_value BYTES,
-            reason STRING
-        ) WITH (
-            'connector' = 'kafka',
-            'topic' = '{a.dlq_topic}',
-            'properties.bootstrap.servers' = '{a.bootstrap}',
-            'properties.transaction.timeout.ms' = '600000',
-            'sink.delivery-guarantee' = 'exactly-once',
-            'properties.max.request.size' = '{a.dlq_max_bytes}',
-            'sink.transactional-id-prefix' = 'iceberg-ingestion-dlq',
-            'format' = 'json'{connections.kafka_sql_options()}
-        )""")
+    t_env.execute_sql(
+        connections.dead_letter_table(
+            "orders_dlq",
+            DEAD_LETTER_COLUMNS,
+            a.dlq_topic,
+            a.bootstrap,
+            a.dlq_max_bytes,
+            "iceberg-ingestion-dlq",
+        )
+    )
 
     t_env.execute_sql(f"""
         CREATE CATALOG lakehouse WITH (

@@ -42,6 +42,7 @@ ALLOWED_LATENESS_MS = 5_000
 #: the Kafka header (and its value) on every window this job writes, so that other producers' records can be told apart
 WRITER_HEADER = "lineage-lab-writer"
 WRITER = "supplier-stats"
+DEAD_LETTER_COLUMNS = ("src_topic STRING", "raw_value BYTES", "reason STRING")
 
 
 def main() -> None:
@@ -132,21 +133,11 @@ def main() -> None:
             'value.avro-confluent.subject' = '{a.sink_topic}-value',
             'value.fields-include' = 'ALL'{kafka_options}{registry_options}
         )""")
-    t_env.execute_sql(f"""
-        CREATE TEMPORARY TABLE dead_letters (
-            src_topic STRING,
-            raw_value BYTES,
-            reason STRING
-        ) WITH (
-            'connector' = 'kafka',
-            'topic' = '{a.dlq_topic}',
-            'properties.bootstrap.servers' = '{a.bootstrap}',
-            'properties.transaction.timeout.ms' = '600000',
-            'sink.delivery-guarantee' = 'exactly-once',
-            'properties.max.request.size' = '{a.dlq_max_bytes}',
-            'sink.transactional-id-prefix' = 'supplier-stats-dlq',
-            'format' = 'json'{kafka_options}
-        )""")
+    t_env.execute_sql(
+        connections.dead_letter_table(
+            "dead_letters", DEAD_LETTER_COLUMNS, a.dlq_topic, a.bootstrap, a.dlq_max_bytes, "supplier-stats-dlq"
+        )
+    )
     t_env.create_temporary_view("stats", t_env.from_data_stream(stats))
     t_env.create_temporary_view("dead", t_env.from_data_stream(dead))
     statements = t_env.create_statement_set()

@@ -59,3 +59,26 @@ def test_the_deploying_asset_hands_every_secret_to_the_driver_environment():
     assert (env[connections.S3_ACCESS_KEY], env[connections.S3_SECRET_KEY]) == ("AK", "s3-pw")
     assert env[connections.CATALOG_TOKEN] == "catalog-token"
     assert connections.CATALOG_CREDENTIAL not in env
+
+
+def test_a_dead_letter_table_is_an_exactly_once_json_sink_with_the_secured_cluster_settings():
+    env = {connections.KAFKA_PROPERTIES: json.dumps({"security.protocol": "SASL_SSL"})}
+    ddl = connections.dead_letter_table(
+        "dead_letters", ("src_topic STRING", "reason STRING"), "dlq", "b:9093", 5000, "job-dlq", env
+    )
+    assert ddl == (
+        "\n        CREATE TEMPORARY TABLE dead_letters (\n"
+        "            src_topic STRING,\n"
+        "            reason STRING\n"
+        "        ) WITH (\n"
+        "            'connector' = 'kafka',\n"
+        "            'topic' = 'dlq',\n"
+        "            'properties.bootstrap.servers' = 'b:9093',\n"
+        "            'properties.transaction.timeout.ms' = '600000',\n"
+        "            'sink.delivery-guarantee' = 'exactly-once',\n"
+        "            'properties.max.request.size' = '5000',\n"
+        "            'sink.transactional-id-prefix' = 'job-dlq',\n"
+        "            'format' = 'json',\n"
+        "            'properties.security.protocol' = 'SASL_SSL'\n"
+        "        )"
+    )
