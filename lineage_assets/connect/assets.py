@@ -9,18 +9,17 @@ from lineage_assets.connect.incarnations import incarnations
 from lineage_assets.freshness import streaming_output
 from lineage_assets.kafka.registry import RegistryError, ensure_compatibility, subject_of
 from lineage_assets.kafka.topics import TopicSpec, ensure_topic
-from lineage_assets.lineage.identity import DEAD_LETTER_TOPICS, Pipeline
+from lineage_assets.lineage.identity import DEAD_LETTER_RETENTION_MS, DEAD_LETTER_TOPICS, WEEK_MS, Pipeline
 from lineage_assets.metadata import asset_key, identity_metadata
 from lineage_assets.resources import ConnectResource, KafkaResource, ObjectStoreResource, SourceDatabaseResource
 from lineage_assets.source import schema_guard
 from lineage_assets.source.orders import ensure_table
 
 OWNERS = ["team:data-platform"]
-WEEK_MS = 7 * 24 * 3600 * 1000
 ORDERS_TOPIC = TopicSpec("orders", partitions=3, retention_ms=WEEK_MS)
 SOURCE_CONNECTOR = "orders-source"
 SINK_CONNECTOR = "orders-s3-sink"
-DLQ_TOPIC = TopicSpec(DEAD_LETTER_TOPICS[SINK_CONNECTOR], partitions=1, retention_ms=4 * WEEK_MS)
+DLQ_TOPIC = TopicSpec(DEAD_LETTER_TOPICS[SINK_CONNECTOR], partitions=1, retention_ms=DEAD_LETTER_RETENTION_MS)
 
 
 def build_connect_assets(pipeline: Pipeline, settings: StackSettings) -> list[dg.AssetsDefinition]:

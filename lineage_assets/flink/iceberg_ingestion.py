@@ -29,7 +29,7 @@ from lineage_assets.flink.tables import ensure_orders_table
 from lineage_assets.freshness import streaming_output
 from lineage_assets.kafka.topics import TopicSpec, has_committed_offsets
 from lineage_assets.lineage.events import RunState, run_id_for
-from lineage_assets.lineage.identity import DEAD_LETTER_TOPICS, Pipeline
+from lineage_assets.lineage.identity import DEAD_LETTER_RETENTION_MS, DEAD_LETTER_TOPICS, Pipeline
 from lineage_assets.lineage.observed import observed_event_builder
 from lineage_assets.metadata import asset_key, identity_metadata
 from lineage_assets.resources import FlinkResource, IcebergResource, KafkaResource, LineageResource
@@ -42,7 +42,7 @@ SPEC = FlinkJobSpec(
     JOBS_DIR / "iceberg_ingestion.py",
     lost_without_state="the Iceberg commit of the last checkpoint, whose rows may then be written twice or never",
 )
-DLQ_TOPIC = TopicSpec(DEAD_LETTER_TOPICS[JOB], partitions=1, retention_ms=28 * 24 * 3600 * 1000)
+DLQ_TOPIC = TopicSpec(DEAD_LETTER_TOPICS[JOB], partitions=1, retention_ms=DEAD_LETTER_RETENTION_MS)
 
 
 class IcebergIngestionConfig(dg.Config):

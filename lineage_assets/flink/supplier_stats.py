@@ -34,7 +34,7 @@ from lineage_assets.freshness import streaming_output
 from lineage_assets.kafka.registry import RegistryError, ensure_compatibility, subject_of
 from lineage_assets.kafka.topics import TopicSpec, ensure_topic, has_committed_offsets
 from lineage_assets.lineage.events import RunState, run_id_for
-from lineage_assets.lineage.identity import DEAD_LETTER_TOPICS, Pipeline
+from lineage_assets.lineage.identity import DEAD_LETTER_RETENTION_MS, DEAD_LETTER_TOPICS, WEEK_MS, Pipeline
 from lineage_assets.lineage.observed import observed_event_builder
 from lineage_assets.metadata import asset_key, identity_metadata
 from lineage_assets.resources import FlinkResource, KafkaResource, LineageResource
@@ -45,8 +45,7 @@ SPEC = FlinkJobSpec(
     JOBS_DIR / "supplier_stats.py",
     lost_without_state="the windows open when the job stopped: their orders are then counted in no window",
 )
-WEEK_MS = 7 * 24 * 3600 * 1000
-DLQ_TOPIC = TopicSpec(DEAD_LETTER_TOPICS[JOB], partitions=1, retention_ms=4 * WEEK_MS)
+DLQ_TOPIC = TopicSpec(DEAD_LETTER_TOPICS[JOB], partitions=1, retention_ms=DEAD_LETTER_RETENTION_MS)
 CONSUMER_GROUP = "supplier-stats"
 
 

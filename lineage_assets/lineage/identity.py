@@ -134,6 +134,10 @@ DEAD_LETTER_TOPICS = {
     "iceberg-ingestion": "orders-dlq-flink",
     "supplier-stats": "orders-dlq-supplier-stats",
 }
+#: the retention of the pipeline's topics (orders, supplier-stats), in milliseconds as Kafka's retention.ms
+WEEK_MS = 7 * 24 * 3600 * 1000
+#: how long a dead-letter topic keeps a record: four weeks, time for someone to look at it before it goes
+DEAD_LETTER_RETENTION_MS = 4 * WEEK_MS
 _FLINK_DEAD_LETTER_COLUMNS = (
     Column("src_topic", "string"),
     Column("raw_value", "bytes", "the record as read, base64 in the JSON value"),
