@@ -24,6 +24,27 @@ def _default_home() -> Path:
 
 
 @dataclass(frozen=True)
+class KafkaClientSettings:
+    """How a client reaches a Kafka cluster: its bootstrap servers and its security settings (librdkafka names).
+    Declared once, here at the bottom, for both sides: ``StackSettings`` hands them out (``kafka_security``), the
+    app's ``KafkaConnection`` builds the client configurations from them, and the Dagster resource takes them as
+    its config fields of the same names. What each means: ``StackSettings``'s ``kafka_*`` fields."""
+
+    bootstrap: str
+    security_protocol: str = ""
+    sasl_mechanism: str = ""
+    sasl_username: str = ""
+    sasl_password: str = ""
+    ssl_ca_location: str = ""
+
+
+#: the security settings of a Kafka client, by name (``StackSettings`` prefixes each with ``kafka_``)
+KAFKA_SECURITY_FIELDS = tuple(f.name for f in fields(KafkaClientSettings) if f.name != "bootstrap")
+#: those of them that are secrets (Dagster config reads them from the environment, never stores the value)
+KAFKA_SECRET_FIELDS = ("sasl_username", "sasl_password")
+
+
+@dataclass(frozen=True)
 class StackSettings:
     """Ports, credentials and directories of the embedded stack (override with LINEAGE_LAB_<FIELD>)."""
 
@@ -183,6 +204,10 @@ class StackSettings:
                 url = urlsplit("")
             if url.scheme not in ("http", "https") or not url.hostname:
                 raise SettingsError(f"{variable}={value!r} is not an http(s) URL, e.g. https://host:port")
+
+    def kafka_security(self) -> dict[str, str]:
+        """The ``kafka_*`` security settings by their client names (``KAFKA_SECURITY_FIELDS``)."""
+        return {name: getattr(self, f"kafka_{name}") for name in KAFKA_SECURITY_FIELDS}
 
     def as_env(self) -> dict[str, str]:
         """These settings as LINEAGE_LAB_* variables, for child processes that run lineage-lab code themselves

@@ -12,7 +12,7 @@ import psycopg
 
 from infra.services.iceberg_catalog import CATALOG_NAME, catalog_credentials, pyiceberg_properties_for
 from infra.services.object_store import s3_client_for
-from infra.settings import StackSettings
+from infra.settings import ENV_PREFIX, KAFKA_SECRET_FIELDS, KAFKA_SECURITY_FIELDS, StackSettings
 from lineage_assets.connect.client import ConnectClient
 from lineage_assets.flink.client import FlinkClient
 from lineage_assets.kafka.connection import KafkaConnection
@@ -36,14 +36,8 @@ class KafkaResource(dg.ConfigurableResource):
     schema_registry_user_info: str = ""
 
     def connection(self) -> KafkaConnection:
-        return KafkaConnection(
-            bootstrap=self.bootstrap_servers,
-            security_protocol=self.security_protocol,
-            sasl_mechanism=self.sasl_mechanism,
-            sasl_username=self.sasl_username,
-            sasl_password=self.sasl_password,
-            ssl_ca_location=self.ssl_ca_location,
-        ).validated()
+        security = {name: getattr(self, name) for name in KAFKA_SECURITY_FIELDS}
+        return KafkaConnection(self.bootstrap_servers, **security).validated()
 
     def registry(self) -> Registry:
         return Registry(self.schema_registry_url, self.schema_registry_user_info)
@@ -164,16 +158,20 @@ def _env_or(name: str, default: str) -> str | dg.EnvVar:
     return dg.EnvVar(name) if os.environ.get(name) else default
 
 
+def _kafka_security(settings: StackSettings) -> dict[str, str | dg.EnvVar]:
+    """The Kafka resource's security fields: the secrets as references to their variables when those are set."""
+    return {
+        name: _env_or(f"{ENV_PREFIX}KAFKA_{name.upper()}", value) if name in KAFKA_SECRET_FIELDS else value
+        for name, value in settings.kafka_security().items()
+    }
+
+
 def build_resources(settings: StackSettings) -> dict[str, dg.ConfigurableResource]:
     return {
         "kafka": KafkaResource(
             bootstrap_servers=settings.kafka_bootstrap,
             schema_registry_url=settings.schema_registry_url,
-            security_protocol=settings.kafka_security_protocol,
-            sasl_mechanism=settings.kafka_sasl_mechanism,
-            sasl_username=_env_or("LINEAGE_LAB_KAFKA_SASL_USERNAME", settings.kafka_sasl_username),
-            sasl_password=_env_or("LINEAGE_LAB_KAFKA_SASL_PASSWORD", settings.kafka_sasl_password),
-            ssl_ca_location=settings.kafka_ssl_ca_location,
+            **_kafka_security(settings),
             schema_registry_user_info=_env_or(
                 "LINEAGE_LAB_SCHEMA_REGISTRY_USER_INFO", settings.schema_registry_user_info
             ),

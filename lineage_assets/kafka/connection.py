@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infra.settings import SettingsError
+from infra.settings import KafkaClientSettings, SettingsError
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_LOGIN_MODULES = {
@@ -28,13 +28,8 @@ def _jaas_quote(value: str) -> str:
 
 
 @dataclass(frozen=True)
-class KafkaConnection:
-    bootstrap: str
-    security_protocol: str = ""
-    sasl_mechanism: str = ""
-    sasl_username: str = ""
-    sasl_password: str = ""
-    ssl_ca_location: str = ""
+class KafkaConnection(KafkaClientSettings):
+    """The settings (declared in infra.settings) with the client configurations each kind of client needs."""
 
     @classmethod
     def of(cls, value: KafkaConnection | str) -> KafkaConnection:
@@ -43,14 +38,7 @@ class KafkaConnection:
 
     @classmethod
     def from_settings(cls, settings) -> KafkaConnection:
-        return cls(
-            bootstrap=settings.kafka_bootstrap,
-            security_protocol=settings.kafka_security_protocol,
-            sasl_mechanism=settings.kafka_sasl_mechanism,
-            sasl_username=settings.kafka_sasl_username,
-            sasl_password=settings.kafka_sasl_password,
-            ssl_ca_location=settings.kafka_ssl_ca_location,
-        ).validated()
+        return cls(settings.kafka_bootstrap, **settings.kafka_security()).validated()
 
     def __str__(self) -> str:
         return self.bootstrap

@@ -70,3 +70,26 @@ def test_external_endpoints_replace_the_embedded_ones_and_are_listed():
 def test_an_unusable_external_endpoint_names_the_variable(variable, value, says):
     with pytest.raises(SettingsError, match=f"{variable}=.*{says}"):
         StackSettings.from_env({variable: value})
+
+
+def test_the_kafka_security_settings_by_their_client_names():
+    from infra.settings import KAFKA_SECRET_FIELDS, KAFKA_SECURITY_FIELDS
+
+    settings = StackSettings.from_env(
+        {"LINEAGE_LAB_KAFKA_SASL_MECHANISM": "PLAIN", "LINEAGE_LAB_KAFKA_SASL_USERNAME": "u"}
+    )
+    assert KAFKA_SECURITY_FIELDS == (
+        "security_protocol",
+        "sasl_mechanism",
+        "sasl_username",
+        "sasl_password",
+        "ssl_ca_location",
+    )
+    assert KAFKA_SECRET_FIELDS == ("sasl_username", "sasl_password")
+    assert settings.kafka_security() == {
+        "security_protocol": "",
+        "sasl_mechanism": "PLAIN",
+        "sasl_username": "u",
+        "sasl_password": "",
+        "ssl_ca_location": "",
+    }

@@ -48,3 +48,39 @@ def test_sasl_ssl_in_librdkafka_and_java_names():
 def test_contradicting_settings_name_the_variable_to_fix(conn, says):
     with pytest.raises(KafkaConfigError, match=says.replace("(", r"\(")):
         conn.validated()
+
+
+SECURITY_SETTINGS = ("security_protocol", "sasl_mechanism", "sasl_username", "sasl_password", "ssl_ca_location")
+SECURED_ENV = {
+    "LINEAGE_LAB_EXTERNAL_KAFKA": "b:9093",
+    "LINEAGE_LAB_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
+    "LINEAGE_LAB_KAFKA_SASL_MECHANISM": "PLAIN",
+    "LINEAGE_LAB_KAFKA_SASL_USERNAME": "svc",
+    "LINEAGE_LAB_KAFKA_SASL_PASSWORD": "pw",
+    "LINEAGE_LAB_KAFKA_SSL_CA_LOCATION": "/etc/ca.pem",
+}
+
+
+def test_the_dagster_resource_takes_every_security_setting_as_a_config_field():
+    from lineage_assets.resources import KafkaResource
+
+    assert set(SECURITY_SETTINGS) <= set(KafkaResource.model_fields)
+
+
+def test_the_settings_and_the_resource_give_the_same_secured_connection(monkeypatch):
+    import dagster as dg
+
+    from lineage_assets.resources import build_resources
+
+    want = KafkaConnection("b:9093", "SASL_SSL", "PLAIN", "svc", "pw", "/etc/ca.pem")
+    settings = StackSettings.from_env(SECURED_ENV)
+    assert KafkaConnection.from_settings(settings) == want
+    for name, value in SECURED_ENV.items():
+        monkeypatch.setenv(name, value)
+    kafka = build_resources(settings)["kafka"]
+    assert (kafka.sasl_username, kafka.sasl_password) == (
+        dg.EnvVar("LINEAGE_LAB_KAFKA_SASL_USERNAME"),
+        dg.EnvVar("LINEAGE_LAB_KAFKA_SASL_PASSWORD"),
+    ), "the secrets stay references to the environment in Dagster's config"
+    with dg.build_resources({"kafka": kafka}) as resources:
+        assert resources.kafka.connection() == want
