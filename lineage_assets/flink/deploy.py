@@ -2,7 +2,11 @@
 job. The cluster is asked, not this Dagster instance's memory: a job of this version already running is adopted,
 whoever started it (never a second copy); a changed job (code or settings) is redeployed from a savepoint so it
 resumes where the old one stopped; a job that does not run starts from its newest savepoint or retained checkpoint,
-and from its consumer group's committed offsets alone only on request."""
+and from its consumer group's committed offsets alone only on request.
+
+``deploy_asset`` is the one factory of those assets: a job brings what differs (``FlinkDeployment``: its driver, its
+dead-letter topic, whether the OpenLineage listener announces its runs, the steps before it is submitted and what
+its materialization reports); the steps, the lineage and the metadata every deployment shares are written here."""
 
 from __future__ import annotations
 
@@ -13,21 +17,33 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 
 from flink_jobs import connections, deployment
 from infra.artifacts import load_manifest
-from infra.services.flink import ORDER_FUNCTIONS_BUNDLE
+from infra.services.flink import ORDER_FUNCTIONS_BUNDLE, openlineage_events_file
 from infra.settings import REPO_ROOT, StackSettings
-from lineage_assets.flink.client import FlinkClient, FlinkJob
-from lineage_assets.flink.runs import ENGINE, FOUND_RUNNING, flink_run_id, open_events
+from lineage_assets.flink.client import FlinkClient, FlinkError, FlinkJob
+from lineage_assets.flink.listener import ListenerLog, with_declared_datasets
+from lineage_assets.flink.runs import ENGINE, FOUND_RUNNING, deployment_facets, flink_run_id, open_events
 from lineage_assets.flink.state import mismatch, newest_state
+from lineage_assets.freshness import streaming_output
 from lineage_assets.kafka.connection import KafkaConnection
-from lineage_assets.kafka.topics import TopicSpec, dead_letter_capacity, end_offsets, ensure_topic, max_message_bytes
-from lineage_assets.lineage.events import DagsterRun, EventBuilder, RunState
-from lineage_assets.lineage.identity import Job
+from lineage_assets.kafka.topics import (
+    TopicSpec,
+    dead_letter_capacity,
+    end_offsets,
+    ensure_topic,
+    has_committed_offsets,
+    max_message_bytes,
+)
+from lineage_assets.lineage.events import DagsterRun, EventBuilder, RunState, run_id_for
+from lineage_assets.lineage.identity import Dataset, Job, Pipeline
+from lineage_assets.lineage.observed import observed_event_builder
 from lineage_assets.lineage.outbox import LineageEmitter
+from lineage_assets.metadata import asset_key, identity_metadata
 from lineage_assets.resources import IcebergResource, KafkaResource
 
 JOBS_DIR = REPO_ROOT / "flink_jobs"
@@ -262,3 +278,185 @@ def closer(
         emitter.emit(builder.event(job.name, RunState.COMPLETE, run_id, dagster_run=dagster_run, engine=ENGINE))
 
     return close
+
+
+@dataclass(frozen=True)
+class Deploying:
+    """One materialization of a Flink job's asset, as the job's own steps (``FlinkDeployment.prepare``) see it."""
+
+    context: dg.AssetExecutionContext
+    config: Any
+    #: the asset's resources by key (``FlinkDeployment.resources``)
+    resources: Any
+    settings: StackSettings
+    #: the dataset the job produces (the asset's)
+    target: Dataset
+    #: the topic the job reads (it exists: checked before the job's own steps)
+    source_topic: str
+    dead_letters: TopicSpec
+
+    def dead_letter_args(self) -> list[str]:
+        """Create (or resize) the job's dead-letter topic; returns the job arguments that go with it."""
+        return ensure_dead_letter_topic(self.resources.kafka.connection(), self.source_topic, self.dead_letters)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What a job's own steps before the deployment decided."""
+
+    #: what of its configuration decides its version, besides the valid-order rule and the dead-letter size
+    version_parts: tuple[str, ...]
+    #: its arguments, but for the valid-order rule's and the dead letters' (appended to every job's)
+    args: tuple[str, ...]
+    #: from Deploying.dead_letter_args, called where the job ensures its dead-letter topic among its own steps
+    dead_letter_args: tuple[str, ...]
+    #: the job's own metadata of a deployment, read once the job is submitted (e.g. the table's snapshot)
+    report: Callable[[], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class FlinkDeployment:
+    """What makes one Flink job's deploy asset: the parts that differ between jobs, as data (``deploy_asset``)."""
+
+    spec: FlinkJobSpec
+    #: the identity-module key of the dataset the job produces: the asset
+    dataset: str
+    consumer_group: str
+    dead_letters: TopicSpec
+    #: the asset's run configuration (a dg.Config with ``restore_from`` and ``start_from_offsets``)
+    config: type[dg.Config]
+    #: the description's parenthesis before "to topic <dead letters>": how the job works, what it dead-letters
+    about: str
+    kinds: frozenset[str]
+    #: the asset's resources: kafka, lineage and flink, and iceberg for a job whose driver writes to the catalog
+    resources: frozenset[str]
+    #: the job's own steps before the deployment (creating its outputs, checking its configuration)
+    prepare: Callable[[Deploying], Prepared]
+    #: the OpenLineage Flink listener sends the run's START (configured in Flink's config) and Dagster a RUNNING
+    #: with what the listener cannot know; else Dagster sends both
+    listener: bool = False
+
+
+def deploy_asset(pipeline: Pipeline, settings: StackSettings, flink_job: FlinkDeployment) -> dg.AssetsDefinition:
+    """The asset of ``flink_job``'s output: materializing deploys the job idempotently (see the module) and reports
+    its OpenLineage run by manual orchestration (START and RUNNING once Flink accepted the job, under the run id of
+    that Flink job, FAIL if the submit fails); the Flink job sensor ends the run."""
+    target = pipeline.dataset(flink_job.dataset)
+    job = pipeline.job(target.producer)
+    (source_key,) = job.inputs
+    source = pipeline.dataset(source_key)
+    spec, dead_letters = flink_job.spec, flink_job.dead_letters
+
+    def deploy(context: dg.AssetExecutionContext, config) -> dg.MaterializeResult:
+        kafka, lineage = context.resources.kafka, context.resources.lineage
+        require_source_topic(kafka.connection(), source.name, asset_key(source).to_user_string())
+        client = context.resources.flink.client(settings)
+        prepared = flink_job.prepare(
+            Deploying(context, config, context.resources, settings, target, source.name, dead_letters)
+        )
+        shared = " ".join([*order_rule_args(settings), *prepared.dead_letter_args])
+        version = spec.version("|".join([*prepared.version_parts, shared]))
+        builder, _ = observed_event_builder(pipeline, kafka.registry())
+        close_replaced = closer(job, builder, lineage.emitter(), deployed_by(context))
+        adopted, savepoint = check_running(context, client, spec, version, config.restore_from, close_replaced)
+        if adopted is not None:
+            return adopt(adopted, job, builder, lineage.emitter())
+
+        emitter = lineage.emitter()
+        dagster_run = deployed_by(context)
+        started_by = f"Dagster run {context.run.run_id}"
+        listener = ListenerLog(openlineage_events_file(settings)) if flink_job.listener else None
+        mark = listener.mark() if listener else 0
+        args = [*prepared.args, *order_rule_args(settings), *prepared.dead_letter_args]
+        if client.checkpoint_dir(job.name):
+            args += ["--checkpoint-dir", client.checkpoint_dir(job.name)]
+        if savepoint:
+            how = f"started from {savepoint}"
+        else:
+            committed = has_committed_offsets(kafka.connection(), source.name, flink_job.consumer_group)
+            start = plan_start(context, client, spec, args, committed, config.start_from_offsets)
+            savepoint, how = start.savepoint, start.how
+        iceberg = context.resources.iceberg if "iceberg" in flink_job.resources else None
+        try:
+            submitted = submit(client, spec, args, version, savepoint, env=job_environment(kafka, iceberg))
+        except FlinkError as exc:
+            run_id = run_id_for(job.name, dt.datetime.now(dt.UTC), context.run.run_id)
+            emitter.emit(
+                builder.event(job.name, RunState.FAIL, run_id, dagster_run=dagster_run, engine=ENGINE, error=exc)
+            )
+            raise dg.Failure(f"deploying the Flink job {job.name} failed: {exc}") from exc
+
+        run_id = flink_run_id(job, submitted.jid, submitted.start_time_ms)
+        announced: dict[str, Any] = {}
+        if listener is None:
+            opening = open_events(job.name, run_id, submitted, version, started_by, builder, dagster_run=dagster_run)
+            for event in opening:
+                emitter.emit(event)
+        else:
+            sent_by = announce_with_listener(
+                context, job.name, listener, mark, submitted, run_id, version, started_by, builder, emitter, dagster_run
+            )
+            announced["openlineage/start_sent_by"] = sent_by
+        return dg.MaterializeResult(
+            metadata={
+                "flink_job_id": submitted.jid,
+                "state": submitted.state,
+                "flink_version": version,
+                "started_by": started_by,
+                "deployment": how,
+                "openlineage/run_id": run_id,
+                **announced,
+                **prepared.report(),
+                "dead_letter_topic": dead_letters.name,
+            }
+        )
+
+    # the run configuration is the job's own class: Dagster reads it from the parameter's annotation
+    deploy.__annotations__.update(context=dg.AssetExecutionContext, config=flink_job.config)
+    return dg.asset(
+        key=asset_key(target),
+        deps=[asset_key(pipeline.dataset(k)) for k in job.inputs],
+        description=f"{target.description}. Materializing deploys the Flink job `{job.name}` ({flink_job.about} to "
+        f"topic {dead_letters.name}).",
+        kinds=set(flink_job.kinds),
+        owners=["team:data-platform"],
+        group_name="streaming",
+        metadata=identity_metadata(pipeline, target),
+        freshness_policy=streaming_output(settings),
+        required_resource_keys=set(flink_job.resources),
+    )(deploy)
+
+
+def announce_with_listener(
+    context: dg.AssetExecutionContext,
+    name: str,
+    listener: ListenerLog,
+    mark: int,
+    submitted: FlinkJob,
+    run_id: str,
+    version: str,
+    started_by: str,
+    builder: EventBuilder,
+    emitter: LineageEmitter,
+    dagster_run: DagsterRun,
+) -> str:
+    """Open the run of a job the OpenLineage Flink listener reports: its START (sent while the job was submitted)
+    goes on as it is, under the run id every emitter derives for this Flink job, and a RUNNING adds what the
+    listener cannot know (schemas, column lineage, dataSource, the Dagster run). Without a listener event Dagster
+    sends both, with a warning. Returns who sent the START."""
+    from_listener = listener.events_for(submitted.jid, since=mark, wait_seconds=10)
+    if any(e.get("eventType") == "START" for e in from_listener):
+        for event in from_listener:
+            emitter.emit({**with_declared_datasets(event, builder, name), "run": {**event["run"], "runId": run_id}})
+        facets = deployment_facets(submitted.jid, version, started_by)
+        emitter.emit(
+            builder.event(name, RunState.RUNNING, run_id, dagster_run=dagster_run, engine=ENGINE, run_facets=facets)
+        )
+        return "OpenLineage Flink listener"
+    context.log.warning(
+        f"the OpenLineage Flink listener sent no START for {submitted.jid} (is it configured in Flink's config?); "
+        "Dagster sends it instead"
+    )
+    for event in open_events(name, run_id, submitted, version, started_by, builder, dagster_run=dagster_run):
+        emitter.emit(event)
+    return "Dagster (no listener event)"

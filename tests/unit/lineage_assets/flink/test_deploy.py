@@ -143,3 +143,160 @@ def test_the_current_job_is_the_active_one_else_the_newest():
     assert FlinkClient.current_of(jobs, "n").jid == "b"
     assert FlinkClient.current_of(jobs[:1], "n").jid == "a"
     assert FlinkClient.current_of(jobs, "zzz") is None
+
+
+class ToyConfig(dg.Config):
+    checkpoint_interval: str = "5 s"
+    restore_from: str = ""
+    start_from_offsets: bool = False
+
+
+class ToySpec(FlinkJobSpec):
+    def version(self, settings: str) -> str:
+        return f"v<{settings}>"  # the settings text as the version, to read what decides it
+
+
+class Emitter:
+    def __init__(self):
+        self.events = []
+
+    def emit(self, event):
+        self.events.append(event)
+
+
+class ToyBuilder:
+    def event(self, job, state, run_id, **kw):
+        return (job, state.value, "error" in kw)
+
+
+class ToyFlinkClient:
+    url = "http://flink:8081"
+
+    def checkpoint_dir(self, name):
+        return "s3://chk"
+
+
+def toy_resources(emitter):
+    kafka = SimpleNamespace(connection=lambda: "b:9092", registry=lambda: "registry")
+    lineage = SimpleNamespace(emitter=lambda: emitter)
+    return {"kafka": kafka, "lineage": lineage, "flink": SimpleNamespace(client=lambda settings: ToyFlinkClient())}
+
+
+@pytest.fixture
+def toy(monkeypatch):
+    """A Flink job deployed by the factory with every cluster call replaced: what the factory itself adds."""
+    from infra.settings import StackSettings
+    from lineage_assets.flink import deploy
+    from lineage_assets.kafka.topics import TopicSpec
+    from lineage_assets.lineage.identity import Pipeline
+
+    calls = {"steps": []}
+    monkeypatch.setattr(deploy, "require_source_topic", lambda kafka, topic, asset: calls["steps"].append(topic))
+    monkeypatch.setattr(deploy, "observed_event_builder", lambda pipeline, registry: (ToyBuilder(), None))
+    monkeypatch.setattr(deploy, "check_running", lambda *a: (None, None))
+    monkeypatch.setattr(deploy, "has_committed_offsets", lambda *a: False)
+    monkeypatch.setattr(deploy, "newest_state", lambda client, name: None)  # no savepoint or checkpoint left
+    monkeypatch.setattr(deploy, "job_environment", lambda kafka, iceberg=None: {})
+    monkeypatch.setattr(deploy, "open_events", lambda name, run_id, *a, **kw: [(name, "START"), (name, "RUNNING")])
+
+    def submit(client, spec, args, version, savepoint, env=None):
+        calls["submitted"] = (args, version, savepoint)
+        if calls.get("fail"):
+            raise deploy.FlinkError("no slots")
+        return FlinkJob("j1", spec.name, "CREATED", 1_000)
+
+    monkeypatch.setattr(deploy, "submit", submit)
+
+    def prepare(run):
+        calls["steps"].append("prepare")
+        assert run.source_topic == "orders" and run.target.key == "kafka_supplier_stats"
+        return deploy.Prepared(
+            (run.config.checkpoint_interval,), ("--x", "1"), ("--dlq-max-bytes", "99"), lambda: {"own": 7}
+        )
+
+    flink_job = deploy.FlinkDeployment(
+        ToySpec("supplier-stats", None),  # type: ignore[arg-type]
+        "kafka_supplier_stats",
+        "toy-group",
+        TopicSpec("toy-dlq", 1, 1000),
+        ToyConfig,
+        about="a toy; bad records",
+        kinds=frozenset({"flink", "kafka"}),
+        resources=frozenset({"kafka", "lineage", "flink"}),
+        prepare=prepare,
+    )
+    asset = deploy.deploy_asset(Pipeline.from_settings(StackSettings()), StackSettings(), flink_job)
+    return asset, calls
+
+
+def test_the_factory_runs_the_jobs_steps_and_reports_the_shared_metadata(toy):
+    asset, calls = toy
+    emitter = Emitter()
+    assert asset.required_resource_keys - {"io_manager"} == {"kafka", "lineage", "flink"}
+    assert asset.descriptions_by_key[asset.key].endswith(
+        "Materializing deploys the Flink job `supplier-stats` (a toy; bad records to topic toy-dlq)."
+    )
+    result = dg.materialize([asset], resources=toy_resources(emitter))
+    assert result.success
+    assert calls["steps"] == ["orders", "prepare"], "the source topic is checked before the job's own steps"
+    args, version, savepoint = calls["submitted"]
+    rule = ["--max-future-s", "3600", "--max-past-s", "604800"]
+    assert args == ["--x", "1", *rule, "--dlq-max-bytes", "99", "--checkpoint-dir", "s3://chk"]
+    assert version == "v<5 s|--max-future-s 3600 --max-past-s 604800 --dlq-max-bytes 99>" and savepoint is None
+    meta = result.asset_materializations_for_node("kafka__supplier_stats")[0].metadata
+    assert list(meta) == [
+        "flink_job_id",
+        "state",
+        "flink_version",
+        "started_by",
+        "deployment",
+        "openlineage/run_id",
+        "own",
+        "dead_letter_topic",
+    ]
+    assert (meta["flink_job_id"].value, meta["own"].value, meta["dead_letter_topic"].value) == ("j1", 7, "toy-dlq")
+    assert meta["deployment"].value == "first start (no earlier state, no committed offsets)"
+    assert emitter.events == [("supplier-stats", "START"), ("supplier-stats", "RUNNING")]
+
+
+def test_a_refused_submit_sends_fail_and_fails_the_materialization(toy):
+    asset, calls = toy
+    calls["fail"] = True
+    emitter = Emitter()
+    result = dg.materialize([asset], resources=toy_resources(emitter), raise_on_error=False)
+    assert not result.success
+    assert emitter.events == [("supplier-stats", "FAIL", True)]
+    failure = result.failure_data_for_node("kafka__supplier_stats")
+    assert "deploying the Flink job supplier-stats failed: no slots" in failure.error.message
+
+
+class ToyListener:
+    def __init__(self, events):
+        self.events = events
+
+    def events_for(self, jid, since, wait_seconds):
+        return self.events
+
+
+def test_the_listeners_start_goes_on_under_the_jobs_run_id_and_dagster_adds_running(monkeypatch):
+    from lineage_assets.flink import deploy
+
+    monkeypatch.setattr(deploy, "with_declared_datasets", lambda event, builder, name: {**event, "declared": name})
+    monkeypatch.setattr(deploy, "open_events", lambda *a, **kw: [("dagster", "START")])
+    emitter, job = Emitter(), FlinkJob("j1", "supplier-stats", "RUNNING", 1_000)
+    start = {"eventType": "START", "run": {"runId": "listener-id"}}
+    sent_by = deploy.announce_with_listener(
+        context(), "supplier-stats", ToyListener([start]), 0, job, "r1", "v1", "me", ToyBuilder(), emitter, None
+    )
+    assert sent_by == "OpenLineage Flink listener"
+    assert emitter.events == [
+        {"eventType": "START", "run": {"runId": "r1"}, "declared": "supplier-stats"},
+        ("supplier-stats", "RUNNING", False),
+    ]
+
+    ctx, emitter = context(), Emitter()
+    sent_by = deploy.announce_with_listener(
+        ctx, "supplier-stats", ToyListener([]), 0, job, "r1", "v1", "me", ToyBuilder(), emitter, None
+    )
+    assert sent_by == "Dagster (no listener event)" and emitter.events == [("dagster", "START")]
+    assert ctx.log.lines[0][0] == "warning" and "sent no START for j1" in ctx.log.lines[0][1]
