@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import dagster as dg
 
+from infra.settings import StackSettings
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.metadata import asset_key
 
-#: what the main job deploys (identity-module dataset keys): everything but the batch table, which it then fills
-STREAMING = ("source_orders", "kafka_orders", "archive_orders", "iceberg_orders", "kafka_supplier_stats")
+#: what the main job deploys (identity-module dataset keys): everything but the batch table, which it then fills.
+#: Derived from the identity module (its keys are the same whatever the settings), so a new streaming job is in it.
+STREAMING = Pipeline.from_settings(StackSettings()).streaming_deployment()
 DEPLOY_JOB = "deploy_streaming"
 CHECKS_JOB = "run_asset_checks"
 
@@ -19,7 +21,9 @@ def build_main_jobs(pipeline: Pipeline) -> list[dg.UnresolvedAssetJobDefinition]
     return [
         dg.define_asset_job(
             DEPLOY_JOB,
-            selection=dg.AssetSelection.assets(*[asset_key(pipeline.dataset(k)) for k in STREAMING]).without_checks(),
+            selection=dg.AssetSelection.assets(
+                *[asset_key(pipeline.dataset(k)) for k in pipeline.streaming_deployment()]
+            ).without_checks(),
             description="Deploy the source table, the orders topic and CDC connector, the archive sink and both "
             "Flink jobs (the first step of the main job).",
             tags={"lineage-lab/step": "deploy"},

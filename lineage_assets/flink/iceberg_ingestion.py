@@ -10,11 +10,10 @@ from infra.settings import StackSettings
 from lineage_assets.flink.deploy import JOBS_DIR, Deploying, FlinkDeployment, FlinkJobSpec, Prepared, deploy_asset
 from lineage_assets.flink.tables import ensure_orders_table
 from lineage_assets.kafka.topics import TopicSpec
-from lineage_assets.lineage.identity import DEAD_LETTER_RETENTION_MS, DEAD_LETTER_TOPICS, Pipeline
+from lineage_assets.lineage.identity import CONSUMER_GROUPS, DEAD_LETTER_RETENTION_MS, DEAD_LETTER_TOPICS, Pipeline
 
 JOB = "iceberg-ingestion"
-#: the Kafka consumer group the job commits its offsets under (on each checkpoint)
-CONSUMER_GROUP = JOB
+CONSUMER_GROUP = CONSUMER_GROUPS[JOB]
 SPEC = FlinkJobSpec(
     JOB,
     JOBS_DIR / "iceberg_ingestion.py",

@@ -21,14 +21,13 @@ from openlineage.client.event_v2 import RunEvent
 
 from flink_jobs.deployment import VERSION
 from infra.settings import StackSettings
-from lineage_assets.flink import iceberg_ingestion, supplier_stats
 from lineage_assets.flink.client import ACTIVE, FlinkClient, FlinkError, FlinkJob
 from lineage_assets.flink.deploy import deployed_here
 from lineage_assets.flink.runs import ENGINE, FOUND_RUNNING, close_run, flink_run_id, open_events
 from lineage_assets.freshness import CAUGHT_UP, NEW_DATA, REASON, caught_up_materialization_due
 from lineage_assets.kafka.topics import KafkaUnavailable, consumer_lag, end_offsets
 from lineage_assets.lineage.events import EventBuilder, RunState
-from lineage_assets.lineage.identity import Dataset, Pipeline
+from lineage_assets.lineage.identity import CONSUMER_GROUPS, Dataset, Pipeline
 from lineage_assets.lineage.marquez import MarquezError
 from lineage_assets.lineage.observed import observed_event_builder
 from lineage_assets.lineage.open_runs import open_runs, run_facet
@@ -62,10 +61,18 @@ def topic_facts(pipeline: Pipeline, target: Dataset, iceberg: IcebergResource, k
     return {"output_records": written}, str(written) if written else None
 
 
-TRACKED = (
-    TrackedJob(iceberg_ingestion.JOB, "iceberg_orders", iceberg_ingestion.CONSUMER_GROUP, iceberg_facts),
-    TrackedJob(supplier_stats.JOB, "kafka_supplier_stats", supplier_stats.CONSUMER_GROUP, topic_facts),
-)
+def tracked_jobs(pipeline: Pipeline) -> tuple[TrackedJob, ...]:
+    """Every Flink job of the identity module, with the dataset it produces and the facts of that output: an Iceberg
+    table's snapshot and rows, else a topic's records."""
+    return tuple(
+        TrackedJob(
+            job.name,
+            (output := pipeline.output(job.name)).key,
+            CONSUMER_GROUPS[job.name],
+            iceberg_facts if output.asset_key[0] == "iceberg" else topic_facts,
+        )
+        for job in pipeline.flink_jobs()
+    )
 
 
 def input_lag(pipeline: Pipeline, tracked: TrackedJob, kafka: KafkaResource) -> int | None:
@@ -101,12 +108,13 @@ def build_flink_job_sensor(
     pipeline: Pipeline, settings: StackSettings, latest_checks: LatestStateChecks | None = None
 ) -> dg.SensorDefinition:
     """``latest_checks``: evaluates the checks of each asset this sensor materializes, in the same tick."""
+    followed = tracked_jobs(pipeline)
 
     @dg.sensor(
         name="flink_job_sensor",
         minimum_interval_seconds=30,
         description="Follows the Flink jobs "
-        f"({', '.join(t.name for t in TRACKED)}) by name on the cluster, whoever started them: state, version, "
+        f"({', '.join(t.name for t in followed)}) by name on the cluster, whoever started them: state, version, "
         "records, checkpoints and output data; opens an OpenLineage run for a running job that has none and closes "
         "a run (ABORT, FAIL or COMPLETE) when its job stops, is replaced, is lost, or the cluster goes away.",
         default_status=dg.DefaultSensorStatus.RUNNING,
@@ -130,7 +138,7 @@ def build_flink_job_sensor(
             jobs = None
         events: list = []
         absent = []
-        for tracked in TRACKED:
+        for tracked in followed:
             job = pipeline.job(tracked.name)
             target = pipeline.dataset(tracked.dataset_key)
             key = asset_key(target)

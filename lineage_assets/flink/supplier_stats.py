@@ -13,7 +13,13 @@ from infra.settings import StackSettings
 from lineage_assets.flink.deploy import JOBS_DIR, Deploying, FlinkDeployment, FlinkJobSpec, Prepared, deploy_asset
 from lineage_assets.kafka.registry import RegistryError, ensure_compatibility, subject_of
 from lineage_assets.kafka.topics import TopicSpec, ensure_topic
-from lineage_assets.lineage.identity import DEAD_LETTER_RETENTION_MS, DEAD_LETTER_TOPICS, WEEK_MS, Pipeline
+from lineage_assets.lineage.identity import (
+    CONSUMER_GROUPS,
+    DEAD_LETTER_RETENTION_MS,
+    DEAD_LETTER_TOPICS,
+    WEEK_MS,
+    Pipeline,
+)
 
 JOB = "supplier-stats"
 SPEC = FlinkJobSpec(
@@ -22,7 +28,7 @@ SPEC = FlinkJobSpec(
     lost_without_state="the windows open when the job stopped: their orders are then counted in no window",
 )
 DLQ_TOPIC = TopicSpec(DEAD_LETTER_TOPICS[JOB], partitions=1, retention_ms=DEAD_LETTER_RETENTION_MS)
-CONSUMER_GROUP = "supplier-stats"
+CONSUMER_GROUP = CONSUMER_GROUPS[JOB]
 
 
 class SupplierStatsConfig(dg.Config):

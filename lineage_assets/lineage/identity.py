@@ -134,6 +134,8 @@ DEAD_LETTER_TOPICS = {
     "iceberg-ingestion": "orders-dlq-flink",
     "supplier-stats": "orders-dlq-supplier-stats",
 }
+#: the Kafka consumer group each Flink job commits its offsets under (on each checkpoint)
+CONSUMER_GROUPS = {"iceberg-ingestion": "iceberg-ingestion", "supplier-stats": "supplier-stats"}
 #: the retention of the pipeline's topics (orders, supplier-stats), in milliseconds as Kafka's retention.ms
 WEEK_MS = 7 * 24 * 3600 * 1000
 #: how long a dead-letter topic keeps a record: four weeks, time for someone to look at it before it goes
@@ -421,6 +423,25 @@ class Pipeline:
             if ds.asset_key == wanted:
                 return ds
         raise KeyError(f"no dataset has asset key {wanted}")
+
+    def flink_jobs(self) -> tuple[Job, ...]:
+        """The Flink jobs, by name: each has a deploy asset and is followed by the Flink job sensor."""
+        return tuple(sorted((j for j in self.jobs.values() if j.integration == "FLINK"), key=lambda j: j.name))
+
+    def output(self, job: str) -> Dataset:
+        """The dataset ``job`` produces: its one output that is not its dead letters."""
+        dead_letters = DEAD_LETTER_TOPICS.get(job)
+        (ds,) = [self.dataset(k) for k in self.job(job).outputs if self.dataset(k).name != dead_letters]
+        return ds
+
+    def streaming_deployment(self) -> tuple[str, ...]:
+        """The dataset keys whose assets deploy the streaming side: the output of each streaming job, and the
+        tables those jobs read that no job of the pipeline produces (the source table, which the generator fills).
+        In declaration order."""
+        streaming = [j for j in self.jobs.values() if j.processing_type == "STREAMING"]
+        keys = {self.output(j.name).key for j in streaming}
+        keys |= {k for j in streaming for k in j.inputs if self.dataset(k).producer not in self.jobs}
+        return tuple(k for k in self.datasets if k in keys)
 
     def dead_letter_dataset(self, job: str) -> Dataset:
         """The dataset of the topic where ``job`` puts what it could not process (one of its outputs)."""

@@ -4,7 +4,7 @@ import pytest
 
 from infra.settings import StackSettings
 from lineage_assets.lineage import naming
-from lineage_assets.lineage.identity import Column, Pipeline
+from lineage_assets.lineage.identity import CONSUMER_GROUPS, Column, Pipeline
 
 
 @pytest.fixture
@@ -147,3 +147,25 @@ def test_the_topics_keep_a_week_and_the_dead_letters_four():
     assert connect_assets.ORDERS_TOPIC.retention_ms == 604_800_000  # 7 * 86,400,000
     dead_letter_topics = (connect_assets.DLQ_TOPIC, iceberg_ingestion.DLQ_TOPIC, supplier_stats.DLQ_TOPIC)
     assert [t.retention_ms for t in dead_letter_topics] == [2_419_200_000] * 3  # 28 days
+
+
+def test_the_flink_jobs_and_what_each_produces(pipeline):
+    assert [j.name for j in pipeline.flink_jobs()] == ["iceberg-ingestion", "supplier-stats"]
+    outputs = {name: pipeline.output(name).key for name in ("orders-source", "orders-s3-sink", *CONSUMER_GROUPS)}
+    assert outputs == {
+        "orders-source": "kafka_orders",
+        "orders-s3-sink": "archive_orders",
+        "iceberg-ingestion": "iceberg_orders",
+        "supplier-stats": "kafka_supplier_stats",
+    }
+    assert CONSUMER_GROUPS == {"iceberg-ingestion": "iceberg-ingestion", "supplier-stats": "supplier-stats"}
+
+
+def test_the_streaming_deployment_is_every_streaming_output_and_the_source_table(pipeline):
+    assert pipeline.streaming_deployment() == (
+        "source_orders",
+        "kafka_orders",
+        "archive_orders",
+        "kafka_supplier_stats",
+        "iceberg_orders",
+    )
