@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The test command: install what is missing, lint (ruff, `dg check defs` and `dg list defs`), run the fast unit
-# tests and every Maven module's JUnit tests, bring the embedded stack up and run every test against it, then the
-# Compose deployment's tests. A stack this script started is stopped again at the end; one already running is left.
+# The test command: install what is missing, lint (ruff, the import contracts, `dg check defs` and `dg list defs`),
+# run the fast unit tests and every Maven module's JUnit tests, bring the embedded stack up and run every test against
+# it, then the Compose deployment's tests. A stack this script started is stopped again at the end; one already
+# running is left.
 # Every pytest run writes a JUnit XML report to .lab/test-reports/<phase>.xml, and the run ends, passed or failed, by
 # listing every test and phase it skipped (scripts/test_reports.py summary); under CI=true an unexpected skip fails
 # it (.ci/expected-skips).
@@ -69,6 +70,7 @@ echo "== lint"
 phase lint running
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
+.venv/bin/lint-imports  # imports run one way: the contracts of [tool.importlinter] in pyproject
 # dg, Dagster's project CLI ([tool.dg] in pyproject): the code location `dagster dev` serves loads, with no service up
 .venv/bin/dg check defs
 .venv/bin/dg list defs >"$reports/dg-list-defs.txt"
