@@ -23,6 +23,8 @@ import time
 import uuid
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repo root, for tests.support
+
 DAY = "2024-03-01"
 
 
@@ -103,7 +105,7 @@ def main() -> None:
 
     from infra.services.iceberg_catalog import load_catalog
     from infra.settings import StackSettings
-    from infra.spark_cluster import StandaloneCluster
+    from tests.support.spark_cluster import StandaloneCluster
 
     catalog = load_catalog(StackSettings.from_env())
     cores = 2  # local[2], and the cluster's 2 workers x 1 core
