@@ -20,7 +20,6 @@ import dagster as dg
 import pytest
 import requests
 
-from infra.flink_cluster import FlinkSessionCluster
 from infra.services.flink import job_jars
 from infra.settings import StackSettings
 from lineage_assets.flink import iceberg_ingestion, supplier_stats
@@ -41,6 +40,7 @@ from tests.service.lineage_assets.test_flink_pipeline import (
     iceberg_rows,
     stats_in,
 )
+from tests.support.flink_cluster import FlinkSessionCluster
 
 REST_PORT, RPC_PORT = 8095, 6133
 JOBS = (iceberg_ingestion.JOB, supplier_stats.JOB)

@@ -5,8 +5,8 @@ import socket
 
 import pytest
 
-from infra.flink_cluster import FlinkClusterError, FlinkSessionCluster
 from infra.settings import StackSettings
+from tests.support.flink_cluster import FlinkClusterError, FlinkSessionCluster
 
 
 @pytest.fixture
