@@ -18,10 +18,10 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from infra.foreground import ForegroundProcesses
 from infra.services.base import port_open
 from infra.services.flink import FlinkLayout, assemble, connector_jars, pyflink_dir
 from infra.settings import StackSettings
+from tests.support.foreground import ForegroundProcesses
 
 
 class FlinkClusterError(RuntimeError):

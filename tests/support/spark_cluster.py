@@ -11,7 +11,7 @@ from pathlib import Path
 
 import requests
 
-from infra.foreground import ForegroundProcesses
+from tests.support.foreground import ForegroundProcesses
 
 
 class SparkClusterError(RuntimeError):
