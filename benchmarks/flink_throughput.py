@@ -33,6 +33,7 @@ import json
 import random
 import statistics
 import struct
+import sys
 import tempfile
 import time
 import uuid
@@ -46,13 +47,15 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerialize
 from confluent_kafka.serialization import MessageField, SerializationContext
 from pyiceberg.expressions import EqualTo
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repo root, for tests.support
+
 from infra.settings import StackSettings
 from lineage_assets.flink import iceberg_ingestion, supplier_stats
 from lineage_assets.flink.client import FlinkClient
 from lineage_assets.kafka.topics import end_offsets as kafka_end_offsets
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.resources import LineageResource, build_resources
-from lineage_assets.spark.new_orders_pause import new_orders_sensor_paused
+from tests.support.new_orders_pause import new_orders_sensor_paused
 
 SUPPLIERS = ["Alice", "Bob", "Carol", "Alex", "Joe", "James", "Jane", "Jack"]
 WINDOW_MS = 5_000  # flink_jobs/supplier_stats.py

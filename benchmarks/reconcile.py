@@ -42,7 +42,7 @@ from lineage_assets.conservation.stores import RESOURCE_KEYS, Stores
 from lineage_assets.kafka.topics import consumer_lag, end_offsets
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.resources import build_resources
-from lineage_assets.spark.new_orders_pause import new_orders_sensor_paused
+from tests.support.new_orders_pause import new_orders_sensor_paused
 
 GROUPS = ("iceberg-ingestion", "supplier-stats", "connect-orders-s3-sink")
 REPO = Path(__file__).resolve().parent.parent

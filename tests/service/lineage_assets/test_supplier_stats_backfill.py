@@ -24,8 +24,8 @@ from lineage_assets.flink.tables import ensure_orders_table
 from lineage_assets.lineage.identity import DAGSTER_JOB
 from lineage_assets.lineage.marquez import MarquezClient
 from lineage_assets.metadata import asset_key
-from lineage_assets.spark.new_orders_pause import new_orders_sensor_paused
 from tests.service.lineage_assets.conftest import ORDERS_ARROW, commit_retrying
+from tests.support.new_orders_pause import new_orders_sensor_paused
 
 DAYS = 7
 LAUNCH = """
