@@ -1,12 +1,17 @@
-"""``lineage-lab``: run the embedded stack and resolve its artifacts.
+"""``lineage-lab``: run the embedded stack and resolve its artifacts; run the pipeline on it, and ask its lineage.
 
-lineage-lab stack up [SERVICE ...]     start (in order) what is not running; idempotent
-lineage-lab stack down                 stop everything lineage-lab started, nothing else
-lineage-lab stack status               each service with port, pid and health
+lineage-lab stack up [SERVICE ...]       start (in order) what is not running; idempotent
+lineage-lab stack down                   stop everything lineage-lab started, nothing else
+lineage-lab stack status                 each service with port, pid and health
 lineage-lab stack logs [SERVICE] [-n N] [-f]
-lineage-lab service run|health SERVICE  one service in the foreground, as a container's main process
-lineage-lab artifacts resolve|list     JVM artifacts of infra/artifacts.toml
-lineage-lab impact DATASET[.COLUMN]    what a change would touch downstream, from Marquez's lineage
+lineage-lab service run|health SERVICE   one service in the foreground, as a container's main process
+lineage-lab artifacts resolve|list       JVM artifacts of infra/artifacts.toml
+lineage-lab lineage outbox [--flush]     the lineage outbox; --flush delivers what is queued
+lineage-lab lineage drain|graph          deliver the outbox continuously; the graph in Marquez by identity (JSON)
+lineage-lab pipeline run [--orders N]    the main job: deploy, orders, Iceberg, supplier_stats, checks, verify
+lineage-lab verify [--html PATH]         Dagster's graph vs the lineage graph, side by side; exit 1 on drift
+lineage-lab impact DATASET[.COLUMN]      what a change would touch downstream, from Marquez's lineage
+lineage-lab reconcile [--deep] [--job J] every hop's records accounted for; exit 1 on loss or duplication
 """
 
 from __future__ import annotations
