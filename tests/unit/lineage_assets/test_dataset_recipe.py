@@ -141,11 +141,19 @@ def test_the_six_lineage_checks_cover_it(defs):
     assert checks == LINEAGE_CHECKS
 
 
-def test_a_batch_dataset_stays_out_of_the_streaming_check_schedule(defs):
+def test_a_batch_dataset_stays_out_of_the_streaming_checks_and_the_deploy_step(defs, pipeline):
     job = defs.resolve_job_def("streaming_lineage_checks")
     checked = {key.asset_key for key in job.asset_layer.asset_graph.asset_check_keys}
     assert UPSTREAM_KEY not in checked and NEW_KEY not in checked
     assert dg.AssetKey(["iceberg", "default", "orders"]) in checked
+    # what the main job's deploy_streaming deploys: the streaming side only, as before the new dataset
+    assert set(pipeline.streaming_deployment()) == {
+        "source_orders",
+        "kafka_orders",
+        "archive_orders",
+        "iceberg_orders",
+        "kafka_supplier_stats",
+    }
 
 
 def test_the_declared_lineage_has_its_edges(pipeline):
