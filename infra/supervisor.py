@@ -97,8 +97,18 @@ def popen(launch: Launch, stdout: object = None) -> subprocess.Popen:
         cwd=launch.cwd,
         env=env,
         start_new_session=True,
+        preexec_fn=_default_shutdown_signals,
         **kwargs,  # type: ignore[arg-type]
     )
+
+
+def _default_shutdown_signals() -> None:
+    """Runs in the child before exec. A signal the caller ignores (nohup, a shell's background job, a test runner)
+    stays ignored across exec, and a JVM leaves an ignored SIGTERM ignored (it installs no shutdown hook for it):
+    ``stop`` could then only SIGKILL it after ``stop_timeout``, losing the graceful shutdown (Connect's offsets,
+    Kafka's clean log close). The service is in its own session, so no terminal sends it these signals."""
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
 
 
 def _spawn(svc: Service) -> int:
@@ -181,6 +191,10 @@ def _still_running(svc: Service, pid: int) -> bool:
     return any(port_open(svc.settings.host, p) for p in svc.ports)
 
 
+#: how long ``stop`` waits for a SIGKILLed process to let go of its ports
+KILLED_EXIT_TIMEOUT_S = 15.0
+
+
 def stop(svc: Service) -> str:
     """Stop one service we started: SIGTERM to its process group, SIGKILL after ``stop_timeout``."""
     pid = read_pid(svc)
@@ -197,6 +211,11 @@ def stop(svc: Service) -> str:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGKILL)
         outcome = f"killed after {svc.stop_timeout:.0f}s"
+        # a killed JVM's threads hold its ports a moment after its leader died: a start right after must find
+        # them free, not "in use by a process lineage-lab did not start"
+        deadline = time.monotonic() + KILLED_EXIT_TIMEOUT_S
+        while time.monotonic() < deadline and _still_running(svc, pid):
+            time.sleep(0.2)
     svc.pid_path.unlink(missing_ok=True)
     return outcome
 

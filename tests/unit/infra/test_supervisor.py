@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import signal
 import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -125,6 +127,42 @@ def test_start_waits_for_the_ports_of_its_own_process_still_exiting(home):
     while supervisor.read_pid(dying) is not None and time.monotonic() < deadline:
         time.sleep(0.05)
     assert supervisor.read_pid(dying) is None and dying.is_healthy(), "leader dead, port still held"
+    again = HttpService(home, port)
+    try:
+        assert supervisor.start(again, log=lambda _: None).startswith("healthy after")
+    finally:
+        supervisor.stop(again)
+
+
+IGNORES_TERM = """
+import signal, socket, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a process that will not stop: only SIGKILL ends it
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", {port})); s.listen()
+time.sleep(60)
+"""
+
+
+def test_a_service_started_by_a_caller_that_ignores_sigterm_still_stops_gracefully(home):
+    svc = HttpService(home, free_port())
+    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)  # as nohup, a shell's background job or a test runner
+    try:
+        supervisor.start(svc, log=lambda _: None)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    try:
+        status = Path(f"/proc/{supervisor.read_pid(svc)}/status").read_text()
+        ignored = int(status.split("SigIgn:")[1].split()[0], 16)
+        assert ignored & (1 << (signal.SIGTERM - 1)) == 0, "the service inherited an ignored SIGTERM"
+    finally:
+        assert supervisor.stop(svc) == "stopped"  # not "killed after 5s"
+
+
+def test_stop_returns_once_a_killed_process_let_go_of_its_ports(home):
+    port = free_port()
+    stubborn = HttpService(home, port, argv=[sys.executable, "-c", IGNORES_TERM.format(port=port)])
+    supervisor.start(stubborn, log=lambda _: None)
+    assert supervisor.stop(stubborn) == "killed after 5s"
     again = HttpService(home, port)
     try:
         assert supervisor.start(again, log=lambda _: None).startswith("healthy after")
