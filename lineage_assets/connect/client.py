@@ -76,7 +76,7 @@ class ConnectClient:
         wanted = {**config, "name": name}
         errors = self.validate(wanted)
         if errors:
-            raise ConnectError(f"connector {name!r} config is invalid: " + "; ".join(errors))
+            raise ConnectError(invalid_config_message(name, errors))
         current = self.config(name)
         if current == wanted:
             return "unchanged"
@@ -118,3 +118,21 @@ class ConnectClient:
         resp = self._call("DELETE", f"/connectors/{name}")
         if resp.status_code != 404:
             self._check(resp, f"deleting connector {name!r}")
+
+
+#: Connect's validation error for a connector requiring exactly-once delivery on a worker without it (KIP-618)
+_NO_EXACTLY_ONCE = "exactly.once.support: This worker does not have exactly-once source support enabled"
+
+
+def invalid_config_message(name: str, errors: list[str]) -> str:
+    """Connect's validation errors, plus what to do about the one a running worker's own config causes: a worker
+    started before its config enabled exactly-once source support (an older checkout's stack) still runs without it."""
+    message = f"connector {name!r} config is invalid: " + "; ".join(errors)
+    if any(e.startswith(_NO_EXACTLY_ONCE) for e in errors):
+        message = message.rstrip(".") + (
+            ". The connector writes its records and source offsets in Kafka transactions, which every worker of the "
+            "Connect cluster must allow: set exactly.once.source.support=enabled in each worker's config and restart "
+            "the workers (the embedded stack's worker reads it from infra/templates/connect-distributed.properties: "
+            "`lineage-lab stack down && lineage-lab stack up`)"
+        )
+    return message

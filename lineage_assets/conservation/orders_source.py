@@ -1,5 +1,7 @@
 """The orders-source hop: rows of PostgreSQL ``orders_source.public.orders`` -> records of Kafka ``orders``
-(Debezium CDC, at-least-once: a killed worker re-sends what it produced after its last offset flush).
+(Debezium CDC under Connect's exactly-once source support: each poll's records and source offsets are one Kafka
+transaction, read committed here; redeliveries are still recognised, for a worker run without that support or a
+connector deployed by hand with ``exactly.once.support`` off).
 
 Figures and where they come from:
 

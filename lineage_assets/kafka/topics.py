@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Literal
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -151,14 +152,57 @@ def committed_offsets(bootstrap: Kafka, topic: str, group: str, timeout: float =
 
 
 def consumer_lag(bootstrap: Kafka, topic: str, group: str, timeout: float = 10.0) -> int | None:
-    """Records of ``topic`` the consumer group has not committed yet; None when the group has no offsets (0 when
-    the topic has never held a record: there is nothing to consume)."""
+    """Offsets of ``topic`` past what the consumer group committed; None when the group has no offsets (0 when the
+    topic has never held a record: there is nothing to consume).
+
+    A transactional producer (Debezium under Connect's exactly-once source support, Flink's exactly-once sinks)
+    ends each transaction with a commit marker: an offset no consumer ever receives or commits past. A partition
+    whose only offsets past the committed one are markers (or aborted records) is caught up: that is read, not
+    guessed, with a read-committed probe at the committed offsets, so a caught-up group reads 0."""
     offsets = committed_offsets(bootstrap, topic, group, timeout)
     if not offsets:
         return None
     if all(committed < 0 for committed, _ in offsets.values()):
         return 0 if not any(end for _, end in offsets.values()) else None
-    return sum(end - max(committed, 0) for committed, end in offsets.values())
+    gaps = {p: end - max(committed, 0) for p, (committed, end) in offsets.items() if end > max(committed, 0)}
+    caught_up = _no_committed_record_from(bootstrap, topic, {p: max(offsets[p][0], 0) for p in gaps}, timeout)
+    return sum(gap for p, gap in gaps.items() if p not in caught_up)
+
+
+def _no_committed_record_from(bootstrap: Kafka, topic: str, starts: dict[int, int], timeout: float) -> set[int]:
+    """The partitions of ``starts`` where a read-committed consumer placed at the start offset reaches the end of
+    the partition without receiving a record (only markers or aborted records lie between)."""
+    if not starts:
+        return set()
+    consumer = Consumer(
+        KafkaConnection.of(bootstrap).client_config(
+            **{
+                "group.id": "lineage-lab-observer",
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+                "isolation.level": "read_committed",
+                "fetch.wait.max.ms": 20,
+                # a committed offset below the log start (records retention removed unread) is lag, not a jump
+                "auto.offset.reset": "error",
+            }
+        )
+    )
+    undecided, empty = set(starts), set()
+    deadline = time.monotonic() + timeout
+    try:
+        consumer.assign([TopicPartition(topic, p, o) for p, o in starts.items()])
+        while undecided and time.monotonic() < deadline:
+            msg = consumer.poll(min(1.0, max(deadline - time.monotonic(), 0.01)))
+            if msg is None or msg.partition() not in undecided:
+                continue
+            undecided.discard(msg.partition())  # a committed record, or an offset out of range: real lag
+            if msg.error() is not None and msg.error().code() == KafkaError._PARTITION_EOF:
+                empty.add(msg.partition())
+    except KafkaException as exc:
+        raise KafkaUnavailable(bootstrap, timeout, exc) from exc
+    finally:
+        consumer.close()
+    return empty  # a partition still undecided at the deadline keeps its lag: never a false "caught up"
 
 
 def has_committed_offsets(bootstrap: Kafka, topic: str, group: str, timeout: float = 10.0) -> bool:
