@@ -99,13 +99,12 @@ def _add_other_spellings(
     ours = {physical_key(ds.namespace, ds.name) for ds in pipeline.datasets.values()}
     ours |= {physical_key(s.namespace, s.name) for ds in pipeline.datasets.values() for s in ds.symlinks}
     names = sorted({name for _, name in ours})
-    # MarquezClient has no search method (lineage/marquez.py is not this module's to change): its GET
-    pages = pool.map(lambda name: client._get("search", q=name, filter="DATASET", limit=SEARCH_LIMIT) or {}, names)
+    pages = pool.map(lambda name: client.search(name, "DATASET", SEARCH_LIMIT), names)
     found = sorted(
         {
             identity
             for page in pages
-            for hit in page.get("results") or []
+            for hit in page
             if (identity := (hit["namespace"], hit["name"])) not in graph.datasets and physical_key(*identity) in ours
         }
     )

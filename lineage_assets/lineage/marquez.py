@@ -85,6 +85,10 @@ class MarquezClient:
     def run(self, run_id: str) -> dict | None:
         return self._get(f"jobs/runs/{quote(run_id, safe='')}")
 
+    def search(self, text: str, kind: str = "DATASET", limit: int = 100) -> list[dict]:
+        """Marquez's search (``kind`` DATASET or JOB): nodes whose name contains ``text``, in any namespace."""
+        return (self._get("search", q=text, filter=kind, limit=limit) or {}).get("results") or []
+
     def lineage(self, node_id: str, depth: int = 20) -> list[dict]:
         """Marquez's lineage graph around a node (``dataset:<ns>:<name>`` or ``job:<ns>:<name>``)."""
         return (self._get("lineage", nodeId=node_id, depth=depth) or {}).get("graph", [])

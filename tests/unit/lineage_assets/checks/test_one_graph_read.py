@@ -15,10 +15,12 @@ from infra.settings import StackSettings
 from lineage_assets.checks.asset_checks import CHECKS, build_lineage_checks
 from lineage_assets.checks.compare import no_second_identity
 from lineage_assets.checks.marquez_graph import from_marquez
+from lineage_assets.connect.resource import ConnectResource
+from lineage_assets.flink.resource import FlinkResource
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.lineage.marquez import MarquezClient
+from lineage_assets.lineage.resource import LineageResource
 from lineage_assets.metadata import asset_key
-from lineage_assets.resources import ConnectResource, FlinkResource, LineageResource
 
 SETTINGS = StackSettings()
 PIPELINE = Pipeline.from_settings(SETTINGS)
@@ -30,7 +32,7 @@ class FakeMarquez(MarquezClient):
     def __init__(self, datasets: dict[tuple[str, str], list[str]], search: list[tuple[str, str]] = ()) -> None:
         super().__init__("http://marquez.invalid")
         self.known = datasets
-        self.search = list(search)
+        self.hits = list(search)
         self.asked: collections.Counter[str] = collections.Counter()
 
     def _get(self, path: str, **params):
@@ -42,7 +44,7 @@ class FakeMarquez(MarquezClient):
                 return None
             return {"namespace": parts[1], "name": parts[3], "fields": [{"name": f, "type": "string"} for f in fields]}
         if parts[0] == "search":
-            hits = [{"namespace": ns, "name": n} for ns, n in self.search if params["q"] in n]
+            hits = [{"namespace": ns, "name": n} for ns, n in self.hits if params["q"] in n]
             return {"results": hits, "totalCount": len(hits)}
         if parts[0] in ("lineage", "column-lineage"):
             return {"graph": []}
