@@ -54,7 +54,8 @@ from lineage_assets.flink import iceberg_ingestion, supplier_stats
 from lineage_assets.flink.client import FlinkClient
 from lineage_assets.kafka.topics import end_offsets as kafka_end_offsets
 from lineage_assets.lineage.identity import Pipeline
-from lineage_assets.resources import LineageResource, build_resources
+from lineage_assets.lineage.resource import LineageResource
+from lineage_assets.resources import build_resources
 from tests.support.new_orders_pause import new_orders_sensor_paused
 
 SUPPLIERS = ["Alice", "Bob", "Carol", "Alex", "Joe", "James", "Jane", "Jack"]

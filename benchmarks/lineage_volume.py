@@ -67,7 +67,8 @@ from lineage_assets.lineage.events import PRODUCER, iso, run_id_for
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.lineage.marquez import MarquezClient, MarquezError
 from lineage_assets.lineage.outbox import Drainer, Outbox
-from lineage_assets.resources import LineageResource, build_resources
+from lineage_assets.lineage.resource import LineageResource
+from lineage_assets.resources import build_resources
 
 NAMESPACE = "lineage-lab-volume"  # the prefix of the foreign namespaces: lineage-lab-volume-0 ...
 JOBS_PER_TEAM = 10

@@ -22,13 +22,15 @@ from lineage_assets.checks import compare
 from lineage_assets.checks.graph import LineageGraph
 from lineage_assets.checks.marquez_graph import from_marquez
 from lineage_assets.connect.client import ConnectClient, ConnectError
+from lineage_assets.connect.resource import ConnectResource
 from lineage_assets.flink.client import ACTIVE, FlinkClient, FlinkError
+from lineage_assets.flink.resource import FlinkResource
 from lineage_assets.flink.runs import flink_run_id
 from lineage_assets.lineage.identity import Dataset, Job, Pipeline
 from lineage_assets.lineage.marquez import MarquezError
 from lineage_assets.lineage.outbox import Counts
+from lineage_assets.lineage.resource import LineageResource
 from lineage_assets.metadata import asset_key
-from lineage_assets.resources import ConnectResource, FlinkResource, LineageResource
 
 CHECKS = {
     "lineage_dataset_exists": "(a) the dataset is in the lineage graph under the identity lineage_assets gives",

@@ -10,20 +10,17 @@ from types import SimpleNamespace
 import dagster as dg
 
 from infra.settings import StackSettings
+from lineage_assets.connect.resource import ConnectResource
 from lineage_assets.conservation.balance import HopBalance
 from lineage_assets.conservation.hops import Hop, hops
 from lineage_assets.conservation.reconcile import READERS, reconcile
 from lineage_assets.conservation.stores import Stores
+from lineage_assets.flink.resource import FlinkResource
+from lineage_assets.kafka.resource import KafkaResource
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.metadata import asset_key
-from lineage_assets.resources import (
-    ConnectResource,
-    FlinkResource,
-    IcebergResource,
-    KafkaResource,
-    ObjectStoreResource,
-    SourceDatabaseResource,
-)
+from lineage_assets.source.resource import SourceDatabaseResource
+from lineage_assets.storage import IcebergResource, ObjectStoreResource
 
 CHECK = "conservation"
 DESCRIPTION = (

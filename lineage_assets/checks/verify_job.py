@@ -7,7 +7,7 @@ import dagster as dg
 from infra.settings import StackSettings
 from lineage_assets.checks.verify import verify_and_render
 from lineage_assets.lineage.marquez import MarquezError
-from lineage_assets.resources import LineageResource
+from lineage_assets.lineage.resource import LineageResource
 
 
 def build_verify_job(settings: StackSettings) -> dg.JobDefinition:

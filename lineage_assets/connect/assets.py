@@ -6,14 +6,17 @@ import dagster as dg
 from infra.settings import StackSettings
 from lineage_assets.connect.configs import config_version, render_connector
 from lineage_assets.connect.incarnations import incarnations
+from lineage_assets.connect.resource import ConnectResource
 from lineage_assets.freshness import streaming_output
 from lineage_assets.kafka.registry import RegistryError, ensure_compatibility, subject_of
+from lineage_assets.kafka.resource import KafkaResource
 from lineage_assets.kafka.topics import TopicSpec, ensure_topic
 from lineage_assets.lineage.identity import DEAD_LETTER_RETENTION_MS, DEAD_LETTER_TOPICS, WEEK_MS, Pipeline
 from lineage_assets.metadata import asset_key, identity_metadata
-from lineage_assets.resources import ConnectResource, KafkaResource, ObjectStoreResource, SourceDatabaseResource
 from lineage_assets.source import schema_guard
 from lineage_assets.source.orders import ensure_table
+from lineage_assets.source.resource import SourceDatabaseResource
+from lineage_assets.storage import ObjectStoreResource
 
 OWNERS = ["team:data-platform"]
 ORDERS_TOPIC = TopicSpec("orders", partitions=3, retention_ms=WEEK_MS)

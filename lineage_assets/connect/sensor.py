@@ -14,16 +14,19 @@ from infra.settings import StackSettings
 from lineage_assets.connect.assets import DLQ_TOPIC, ORDERS_TOPIC, SINK_CONNECTOR, SOURCE_CONNECTOR
 from lineage_assets.connect.client import ConnectError
 from lineage_assets.connect.incarnations import Incarnation, incarnations
+from lineage_assets.connect.resource import ConnectResource
 from lineage_assets.connect.runs import ENGINE, Track, connector_facets, run_id_of, step
 from lineage_assets.freshness import CAUGHT_UP, NEW_DATA, REASON, caught_up_materialization_due
+from lineage_assets.kafka.resource import KafkaResource
 from lineage_assets.kafka.topics import KafkaUnavailable, consumer_lag, end_offsets
 from lineage_assets.lineage.events import RunState, run_id_for
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.lineage.marquez import MarquezError
 from lineage_assets.lineage.observed import observed_event_builder
 from lineage_assets.lineage.open_runs import open_runs, run_closed
+from lineage_assets.lineage.resource import LineageResource
 from lineage_assets.metadata import asset_key
-from lineage_assets.resources import ConnectResource, KafkaResource, LineageResource, ObjectStoreResource
+from lineage_assets.storage import ObjectStoreResource
 
 if TYPE_CHECKING:  # the checks are handed in by definitions.py: this module does not import them
     from lineage_assets.checks.latest_state import LatestStateChecks

@@ -11,9 +11,9 @@ from infra.settings import StackSettings
 from lineage_assets.flink import iceberg_ingestion, supplier_stats
 from lineage_assets.flink.client import ACTIVE, FlinkClient, FlinkError
 from lineage_assets.flink.deploy import FlinkJobSpec, code_part
+from lineage_assets.flink.resource import FlinkResource
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.metadata import asset_key
-from lineage_assets.resources import FlinkResource
 
 CHECK = "flink_job_version_current"
 #: the Flink jobs and the datasets they produce

@@ -9,7 +9,7 @@ from lineage_assets.lineage.identity import Job
 from lineage_assets.lineage.marquez import MarquezClient, MarquezError
 
 if TYPE_CHECKING:
-    from lineage_assets.resources import LineageResource
+    from lineage_assets.lineage.resource import LineageResource
 
 #: Marquez's states of a run that has not ended
 OPEN = frozenset({"NEW", "RUNNING"})

@@ -2,8 +2,8 @@
 
 import dagster as dg
 
-from lineage_assets.resources import SourceDatabaseResource
 from lineage_assets.source.orders import ensure_table, insert_orders
+from lineage_assets.source.resource import SourceDatabaseResource
 
 
 class GenerateOrdersConfig(dg.Config):

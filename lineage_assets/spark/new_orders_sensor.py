@@ -29,8 +29,8 @@ from pyiceberg.exceptions import NoSuchTableError
 
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.metadata import asset_key
-from lineage_assets.resources import IcebergResource
 from lineage_assets.spark.supplier_stats import DAILY
+from lineage_assets.storage import IcebergResource
 
 PARTITION_KEY_PREFIX = "partitions."
 #: the metadata key under which a materialization of the Iceberg table names its current snapshot

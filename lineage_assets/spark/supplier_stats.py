@@ -10,10 +10,11 @@ from infra.services.iceberg_catalog import CATALOG_NAME
 from lineage_assets.freshness import daily_batch
 from lineage_assets.lineage.dagster_runs import dagster_parent_run
 from lineage_assets.lineage.identity import Pipeline
+from lineage_assets.lineage.resource import LineageResource
 from lineage_assets.metadata import asset_key, column_lineage, identity_metadata, table_schema
-from lineage_assets.resources import IcebergResource, LineageResource
 from lineage_assets.spark.lineage import RunStatistics, forward_events
 from lineage_assets.spark.resource import LineageSparkResource
+from lineage_assets.storage import IcebergResource
 
 #: Dagster concurrency pool of the Spark runs: the stack's instance runs one at a time (infra/services/dagster.py),
 #: so the sensor, the schedule and a backfill never write the same day at once, and two JVMs never share 2 cores

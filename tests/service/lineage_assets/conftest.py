@@ -31,7 +31,8 @@ from lineage_assets.connect.assets import ORDERS_TOPIC
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.lineage.marquez import MarquezClient
 from lineage_assets.lineage.outbox import Drainer, Outbox
-from lineage_assets.resources import LineageResource, build_resources
+from lineage_assets.lineage.resource import LineageResource
+from lineage_assets.resources import build_resources
 
 #: the columns of Iceberg orders as Arrow, for tests that write orders into the table directly with pyiceberg
 ORDERS_ARROW = pa.schema(

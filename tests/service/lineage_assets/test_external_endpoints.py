@@ -23,10 +23,12 @@ from infra.services.base import java_binary
 from infra.settings import REPO_ROOT
 from lineage_assets.checks.verify import verify_and_render
 from lineage_assets.kafka.registry import RegistryError, latest_schema
+from lineage_assets.kafka.resource import KafkaResource
 from lineage_assets.kafka.topics import KafkaUnavailable, TopicError, TopicSpec, end_offsets, ensure_topic
 from lineage_assets.lineage.marquez import MarquezError
 from lineage_assets.lineage.outbox import Outbox
-from lineage_assets.resources import IcebergResource, KafkaResource, LineageResource
+from lineage_assets.lineage.resource import LineageResource
+from lineage_assets.storage import IcebergResource
 from tests.service.lineage_assets.conftest import TEST_JOB_NAMESPACE
 from tests.service.lineage_assets.secured import SASL_PASSWORD, SASL_USER, AuthGate, SaslKafka, free_port
 

@@ -18,9 +18,9 @@ from pyiceberg.expressions import In
 from lineage_assets.definitions import defs
 from lineage_assets.main_jobs import STREAMING
 from lineage_assets.metadata import asset_key
-from lineage_assets.resources import IcebergResource
 from lineage_assets.source.orders import ensure_table
 from lineage_assets.spark.new_orders_sensor import CatalogUnavailable, build_supplier_stats_partition_sensor
+from lineage_assets.storage import IcebergResource
 from tests.service.lineage_assets.conftest import wait_until_quiet
 
 

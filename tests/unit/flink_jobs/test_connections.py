@@ -34,7 +34,8 @@ def test_the_object_store_keys_reach_the_catalog_from_the_environment():
 
 def test_the_deploying_asset_hands_every_secret_to_the_driver_environment():
     from lineage_assets.flink.deploy import job_environment
-    from lineage_assets.resources import IcebergResource, KafkaResource
+    from lineage_assets.kafka.resource import KafkaResource
+    from lineage_assets.storage import IcebergResource
 
     kafka = KafkaResource(
         bootstrap_servers="b:9093",

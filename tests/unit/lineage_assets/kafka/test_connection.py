@@ -62,7 +62,7 @@ SECURED_ENV = {
 
 
 def test_the_dagster_resource_takes_every_security_setting_as_a_config_field():
-    from lineage_assets.resources import KafkaResource
+    from lineage_assets.kafka.resource import KafkaResource
 
     assert set(SECURITY_SETTINGS) <= set(KafkaResource.model_fields)
 

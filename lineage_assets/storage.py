@@ -1,0 +1,43 @@
+"""The Dagster resources of where the pipeline's data rests: the object store (the Connect sink's archive) and the
+Iceberg catalog whose tables keep their files in it. No technology folder owns them: Connect writes the archive,
+Flink and Spark write Iceberg, the checks and the conservation ledger read both; so they sit below all of them
+(built from the settings by resources.build_resources)."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from infra.services.iceberg_catalog import CATALOG_NAME, catalog_credentials, pyiceberg_properties_for
+from infra.services.object_store import s3_client_for
+
+
+class ObjectStoreResource(dg.ConfigurableResource):
+    endpoint: str
+    access_key_id: str
+    secret_access_key: str
+    region: str
+
+    def client(self):
+        return s3_client_for(self.endpoint, self.access_key_id, self.secret_access_key, self.region)
+
+
+class IcebergResource(dg.ConfigurableResource):
+    """The Iceberg REST catalog, read with pyiceberg (table metadata, snapshots, row counts)."""
+
+    uri: str
+    s3_endpoint: str
+    access_key_id: str
+    secret_access_key: str
+    region: str
+    #: a bearer token, or OAuth2 client credentials "client_id:secret", of a catalog that requires them
+    token: str = ""
+    credential: str = ""
+
+    def catalog(self):
+        from pyiceberg.catalog import load_catalog
+
+        props = pyiceberg_properties_for(
+            self.uri, self.s3_endpoint, self.access_key_id, self.secret_access_key, self.region
+        )
+        props.update(catalog_credentials(self.token, self.credential))
+        return load_catalog(CATALOG_NAME, **props)
