@@ -1,0 +1,258 @@
+"""The app's commands of ``lineage-lab`` (lineage, pipeline, verify, impact, reconcile), and what ``stack up`` and
+``stack down`` ask of the app: they need the pipeline's code, so they live above infra; infra/cli.py (the entry point,
+on top of both) mounts them, and its docstring is the help of every command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+from infra.settings import StackSettings
+
+
+def resume_flink_jobs(settings: StackSettings) -> list[str]:
+    """Resume the pipeline's Flink jobs that ``stack down`` suspended; the errors, if any."""
+    from lineage_assets.flink.suspension import resume
+
+    return resume(settings)
+
+
+def suspend_flink_jobs(settings: StackSettings) -> None:
+    """Suspend the pipeline's Flink jobs with savepoints, so that ``stack up`` resumes them."""
+    from lineage_assets.flink.suspension import suspend
+
+    suspend(settings)
+
+
+def _lineage(args: argparse.Namespace, settings: StackSettings) -> int:
+    from lineage_assets.lineage.outbox import Drainer, LineageEmitter, Outbox
+
+    if args.action == "drain":
+        print(f"draining {settings.lineage_outbox} to {settings.marquez_url} (Ctrl-C stops)", flush=True)
+        LineageEmitter(
+            settings.lineage_outbox,
+            settings.marquez_url,
+            workers=settings.lineage_drain_workers,
+            api_key=settings.marquez_api_key or None,
+        ).run_forever()
+        return 0
+    if args.action == "graph":
+        return _keyed_graph(settings)
+    outbox = Outbox(settings.lineage_outbox)
+    if args.flush:
+        drainer = Drainer(
+            outbox, settings.marquez_url, workers=settings.lineage_drain_workers, api_key=settings.marquez_api_key
+        )
+        done = drainer.flush(timeout=args.timeout)
+        if not done:
+            print(
+                f"events remain queued after {args.timeout:.0f}s: is the lineage backend at {settings.marquez_url} up?"
+            )
+    c = outbox.counts()
+    print(f"outbox {settings.lineage_outbox}")
+    print(
+        f"  queued {c.queued}  sent {c.sent}  rejected {c.rejected}  superseded {c.superseded}  "
+        f"duplicates dropped {c.duplicates_dropped}"
+    )
+    print(f"  backlog {c.queued} event(s), the oldest waiting {c.backlog_age:.1f} s (target {settings.marquez_url})")
+    for job, attempts, error in outbox.pending_errors()[:10]:
+        print(f"  retrying {job} (attempt {attempts}): {error}")
+    for dead in outbox.dead_letters():
+        print(f"  dead letter #{dead.seq} {dead.job} {dead.event_type} run {dead.run_id}: {dead.reason}")
+    return 0 if c.queued == 0 or not args.flush else 1
+
+
+def _keyed_graph(settings: StackSettings) -> int:
+    """Print the pipeline's graph in Marquez keyed by identity-module keys (JSON), to compare two deployments."""
+    import json
+
+    from lineage_assets.checks.keyed_graph import keyed_graph
+    from lineage_assets.checks.marquez_graph import from_marquez
+    from lineage_assets.lineage.identity import Pipeline
+    from lineage_assets.lineage.marquez import MarquezClient, MarquezError
+
+    client = MarquezClient(settings.marquez_url, api_key=settings.marquez_api_key or None)
+    try:
+        graph = from_marquez(client, Pipeline.from_settings(settings))
+    except MarquezError as exc:
+        print(f"error: cannot read the lineage graph from Marquez at {settings.marquez_url}: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(keyed_graph(Pipeline.from_settings(settings), graph), indent=1))
+    return 0
+
+
+def _verify(args: argparse.Namespace, settings: StackSettings) -> int:
+    from pathlib import Path
+
+    from lineage_assets.checks.verify import verify_and_render
+    from lineage_assets.lineage.marquez import MarquezError
+
+    try:
+        report, picture = verify_and_render(settings, Path(args.html) if args.html else None)
+    except MarquezError as exc:
+        print(f"cannot verify: {exc}", file=sys.stderr)
+        return 2
+    print(report.text())
+    print(f"\npicture of the lineage graph: {picture}")
+    return 0 if report.ok else 1
+
+
+def _impact(args: argparse.Namespace, settings: StackSettings) -> int:
+    import json
+
+    from lineage_assets.lineage.identity import Pipeline
+    from lineage_assets.lineage.impact import UnknownTarget, impact, resolve
+    from lineage_assets.lineage.marquez import MarquezClient, MarquezError
+
+    pipeline = Pipeline.from_settings(settings)
+    try:
+        target = resolve(pipeline, args.target)
+        found = impact(MarquezClient(settings.marquez_url, api_key=settings.marquez_api_key), target, depth=args.depth)
+    except UnknownTarget as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except MarquezError as exc:
+        print(f"cannot read the lineage: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        as_dicts = {
+            "target": {"namespace": target.dataset.namespace, "name": target.dataset.name, "column": target.column},
+            "datasets": [{"namespace": ns, "name": name} for ns, name in found.datasets],
+            "columns": [{"namespace": ns, "name": name, "column": c} for ns, name, c in found.columns],
+            "jobs": [{"namespace": ns, "name": name} for ns, name in found.jobs],
+            "assets": found.assets(pipeline),
+        }
+        print(json.dumps(as_dicts, indent=2))
+    else:
+        print(found.text(pipeline))
+    return 0
+
+
+def _reconcile(args: argparse.Namespace, settings: StackSettings) -> int:
+    import getpass
+    import json
+    from types import SimpleNamespace
+
+    import dagster as dg
+
+    from lineage_assets.conservation.reconcile import accept, reconcile
+    from lineage_assets.conservation.stores import RESOURCE_KEYS, Stores
+    from lineage_assets.lineage.identity import Pipeline
+    from lineage_assets.resources import build_resources
+
+    pipeline = Pipeline.from_settings(settings)
+    unknown_jobs = sorted(set(args.job) - set(pipeline.jobs))
+    if unknown_jobs:
+        print(f"error: no job {unknown_jobs}; the pipeline's jobs: {sorted(pipeline.jobs)}", file=sys.stderr)
+        return 2
+    if args.accept and len(args.job) != 1:
+        print("error: --accept needs exactly one --job (the hop whose other writer it accepts)", file=sys.stderr)
+        return 2
+    # the resources as a check gets them, their EnvVars resolved here: `dg.build_resources` would make an ephemeral
+    # Dagster instance for resources that need no setup (2-3 s of a run's fixed cost)
+    resources = SimpleNamespace(
+        **{
+            k: type(r)(**{f: (v.get_value() if isinstance(v, dg.EnvVar) else v) for f, v in r})
+            for k, r in build_resources(settings).items()
+            if k in RESOURCE_KEYS
+        }
+    )
+    stores = Stores(settings, pipeline, resources, deep=args.deep, deep_range={"last": args.deep_last})
+    if args.accept:
+        (now,) = reconcile(stores, jobs=args.job, confirm_after_s=0)
+        named = {w.reference for w in now.other_writers}
+        unknown_refs = sorted(set(args.accept) - named)
+        if unknown_refs:
+            print(
+                f"error: {unknown_refs} is not another writer of {args.job[0]}'s output now; it names: "
+                f"{sorted(named) or 'none'}",
+                file=sys.stderr,
+            )
+            return 2
+        accept(stores, args.job[0], args.accept, by=f"{getpass.getuser()} (lineage-lab reconcile --accept)")
+    found = reconcile(stores, jobs=args.job or None, confirm_after_s=args.confirm_after)
+    if args.json:
+        print(json.dumps([b.as_dict() for b in found], indent=2, default=str))
+    else:
+        for b in found:
+            print(b.summary())
+            for note in b.notes:
+                print(f"    {note}")
+    if any(b.lost_or_doubled for b in found):
+        return 1
+    return 2 if any(b.status == "unknown" for b in found) else 0
+
+
+def _pipeline(args: argparse.Namespace, settings: StackSettings) -> int:
+    from lineage_assets.main_run import PipelineError, run_pipeline
+
+    try:
+        return 0 if run_pipeline(settings, orders=args.orders) else 1
+    except PipelineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    """Add the app's commands to the ``lineage-lab`` parser's subcommands (after the stack's, as before)."""
+    lineage = sub.add_parser("lineage", help="lineage delivery")
+    lineage_sub = lineage.add_subparsers(dest="action", required=True)
+    outbox = lineage_sub.add_parser("outbox", help="show the outbox; --flush delivers what is queued")
+    outbox.add_argument("--flush", action="store_true")
+    outbox.add_argument("--timeout", type=float, default=60.0)
+    lineage_sub.add_parser("drain", help="deliver the outbox continuously (foreground)")
+    lineage_sub.add_parser("graph", help="the pipeline's graph in Marquez keyed by identity keys (JSON)")
+
+    pipe = sub.add_parser("pipeline", help="the whole pipeline against the running stack")
+    pipe_sub = pipe.add_subparsers(dest="action", required=True)
+    run = pipe_sub.add_parser("run", help="deploy, generate orders, Iceberg, supplier_stats, checks, verify")
+    run.add_argument("--orders", type=int, default=200)
+
+    check = sub.add_parser("verify", help="Dagster's graph vs the lineage graph, side by side; exit 1 on drift")
+    check.add_argument("--html", help="where to write the picture (default: <state>/data/lineage/graph.html)")
+
+    imp = sub.add_parser("impact", help="datasets, columns, jobs and assets downstream of DATASET[.COLUMN]")
+    imp.add_argument("target", help="a dataset's name, key, asset key or catalog name, optionally .COLUMN")
+    imp.add_argument("--depth", type=int, default=20, help="hops Marquez follows (default 20)")
+    imp.add_argument("--json", action="store_true", help="machine-readable output")
+
+    rec = sub.add_parser(
+        "reconcile",
+        help="every hop's records accounted for (in = out + dead letters + pending); exit 1 on loss or "
+        "duplication, 2 when a store cannot be read",
+    )
+    rec.add_argument("--json", action="store_true", help="a list of hops: job, input, outputs, in, out, ...")
+    rec.add_argument("--deep", action="store_true", help="also audit record by record (keys) over a chosen range")
+    rec.add_argument(
+        "--deep-last",
+        type=int,
+        default=10_000,
+        help="the range --deep audits: the last N records of each input partition (default 10000)",
+    )
+    rec.add_argument("--job", action="append", default=[], help="only this hop (its job's name); repeatable")
+    rec.add_argument(
+        "--accept",
+        action="append",
+        default=[],
+        metavar="REF",
+        help="accept another writer's change to the --job hop's output as intended (a deletion by request, a "
+        "backfill): REF as the report names it in [brackets]; its rows then leave the balance; repeatable",
+    )
+    rec.add_argument(
+        "--confirm-after",
+        type=float,
+        default=25.0,
+        help="seconds before a streaming hop that "
+        "looks lost or doubled is read again at the next checkpoint (0: report the first look)",
+    )
+
+
+HANDLERS: dict[str, Callable[[argparse.Namespace, StackSettings], int]] = {
+    "lineage": _lineage,
+    "verify": _verify,
+    "pipeline": _pipeline,
+    "impact": _impact,
+    "reconcile": _reconcile,
+}
