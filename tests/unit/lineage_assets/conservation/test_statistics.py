@@ -6,10 +6,10 @@ import json
 from infra.settings import StackSettings
 from lineage_assets.conservation.balance import HopBalance, OtherWriter
 from lineage_assets.conservation.hops import hops
+from lineage_assets.conservation.statistics import statistics_event
 from lineage_assets.conservation.store import CountStore
 from lineage_assets.lineage.events import EventBuilder, to_json
 from lineage_assets.lineage.identity import Pipeline
-from lineage_assets.lineage.statistics import statistics_event
 
 PIPELINE = Pipeline.from_settings(StackSettings())
 HOP = hops(PIPELINE)["iceberg-ingestion"]
