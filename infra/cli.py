@@ -22,6 +22,7 @@ import sys
 import time
 
 from infra import artifacts, supervisor
+from infra.kafka_connection import KafkaConnection
 from infra.services import build_stack, select
 from infra.services.base import ServiceError, read_pid
 from infra.settings import SettingsError, StackSettings
@@ -32,8 +33,6 @@ def _stack(args: argparse.Namespace, settings: StackSettings) -> int:
     services = build_stack(settings)
     external = settings.external()
     if args.action == "up":
-        from lineage_assets.kafka.connection import KafkaConnection
-
         KafkaConnection.from_settings(settings)  # contradicting Kafka security settings fail before anything starts
         chosen = select(services, args.services)
         for svc in [s for s in chosen if s.name in external]:
