@@ -32,8 +32,8 @@ from lineage_assets.conservation.statistics import statistics_event
 from lineage_assets.conservation.stores import Stores
 from lineage_assets.flink.runs import ENGINE as FLINK_ENGINE
 from lineage_assets.flink.version_drift import CHECK, JOBS, version_result
+from lineage_assets.kafka.observed import observed_event_builder
 from lineage_assets.lineage.identity import Pipeline
-from lineage_assets.lineage.observed import observed_event_builder
 from lineage_assets.metadata import asset_key
 
 #: what a sensor calls with the materializations it recorded this tick and its resources by name (``lineage`` and

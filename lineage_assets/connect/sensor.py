@@ -17,12 +17,12 @@ from lineage_assets.connect.incarnations import Incarnation, incarnations
 from lineage_assets.connect.resource import ConnectResource
 from lineage_assets.connect.runs import ENGINE, Track, connector_facets, run_id_of, step
 from lineage_assets.freshness import CAUGHT_UP, NEW_DATA, REASON, caught_up_materialization_due
+from lineage_assets.kafka.observed import observed_event_builder
 from lineage_assets.kafka.resource import KafkaResource
 from lineage_assets.kafka.topics import KafkaUnavailable, consumer_lag, end_offsets
 from lineage_assets.lineage.events import RunState, run_id_for
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.lineage.marquez import MarquezError
-from lineage_assets.lineage.observed import observed_event_builder
 from lineage_assets.lineage.open_runs import open_runs, run_closed
 from lineage_assets.lineage.resource import LineageResource
 from lineage_assets.metadata import asset_key

@@ -31,6 +31,7 @@ from lineage_assets.flink.runs import ENGINE, FOUND_RUNNING, deployment_facets, 
 from lineage_assets.flink.state import mismatch, newest_state
 from lineage_assets.freshness import streaming_output
 from lineage_assets.kafka.connection import KafkaConnection
+from lineage_assets.kafka.observed import observed_event_builder
 from lineage_assets.kafka.resource import KafkaResource
 from lineage_assets.kafka.topics import (
     TopicSpec,
@@ -42,7 +43,6 @@ from lineage_assets.kafka.topics import (
 )
 from lineage_assets.lineage.events import DagsterRun, EventBuilder, RunState, run_id_for
 from lineage_assets.lineage.identity import Dataset, Job, Pipeline
-from lineage_assets.lineage.observed import observed_event_builder
 from lineage_assets.lineage.outbox import LineageEmitter
 from lineage_assets.metadata import asset_key, identity_metadata
 from lineage_assets.storage import IcebergResource

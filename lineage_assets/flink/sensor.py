@@ -26,12 +26,12 @@ from lineage_assets.flink.deploy import deployed_here
 from lineage_assets.flink.resource import FlinkResource
 from lineage_assets.flink.runs import ENGINE, FOUND_RUNNING, close_run, flink_run_id, open_events
 from lineage_assets.freshness import CAUGHT_UP, NEW_DATA, REASON, caught_up_materialization_due
+from lineage_assets.kafka.observed import observed_event_builder
 from lineage_assets.kafka.resource import KafkaResource
 from lineage_assets.kafka.topics import KafkaUnavailable, consumer_lag, end_offsets
 from lineage_assets.lineage.events import EventBuilder, RunState
 from lineage_assets.lineage.identity import CONSUMER_GROUPS, Dataset, Pipeline
 from lineage_assets.lineage.marquez import MarquezError
-from lineage_assets.lineage.observed import observed_event_builder
 from lineage_assets.lineage.open_runs import open_runs, run_facet
 from lineage_assets.lineage.resource import LineageResource
 from lineage_assets.metadata import asset_key

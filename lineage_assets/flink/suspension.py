@@ -23,9 +23,9 @@ from lineage_assets.flink import iceberg_ingestion, supplier_stats
 from lineage_assets.flink.client import FlinkClient, FlinkError
 from lineage_assets.flink.deploy import FlinkJobSpec, job_environment, submit
 from lineage_assets.flink.runs import ENGINE, flink_run_id
+from lineage_assets.kafka.observed import observed_event_builder
 from lineage_assets.lineage.events import RunState
 from lineage_assets.lineage.identity import Pipeline
-from lineage_assets.lineage.observed import observed_event_builder
 from lineage_assets.resources import build_resources
 
 SPECS: dict[str, FlinkJobSpec] = {

@@ -1,7 +1,9 @@
 """The event builder every emitter of a running pipeline uses: declared identities, with the schemas the source
 side holds now (the orders topic's latest registered version). So the source table, the topic and the archive get
 a new dataset version in Marquez when the source gains an optional column, and every emitter describes them alike
-(two emitters with different schemas for one dataset would make Marquez flip between two versions)."""
+(two emitters with different schemas for one dataset would make Marquez flip between two versions).
+
+It lives beside the registry it asks, above the lineage core, which then knows nothing of Kafka."""
 
 from __future__ import annotations
 
