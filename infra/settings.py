@@ -42,6 +42,9 @@ class KafkaClientSettings:
 KAFKA_SECURITY_FIELDS = tuple(f.name for f in fields(KafkaClientSettings) if f.name != "bootstrap")
 #: those of them that are secrets (Dagster config reads them from the environment, never stores the value)
 KAFKA_SECRET_FIELDS = ("sasl_username", "sasl_password")
+#: the Connect worker's environment variable holding the schema registry's password: the worker's launch sets it and
+#: the connector configs reference it as ${env:...} (EnvVarConfigProvider), so both sides take the name from here
+REGISTRY_PASSWORD_ENV = "LINEAGE_LAB_SCHEMA_REGISTRY_PASSWORD"
 
 
 @dataclass(frozen=True)

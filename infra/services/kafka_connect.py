@@ -8,7 +8,7 @@ from pathlib import Path
 from infra.artifacts import bundle_dir, classpath, load_manifest
 from infra.kafka_connection import KafkaConnection
 from infra.services.base import Launch, Service, http_ok, java_launch, render
-from lineage_assets.connect.configs import REGISTRY_PASSWORD_ENV
+from infra.settings import REGISTRY_PASSWORD_ENV
 
 RUNTIME = "connect-runtime"
 PLUGIN_PREFIX = "connect-plugin-"

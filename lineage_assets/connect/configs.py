@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from string import Template
 
-from infra.settings import REPO_ROOT, StackSettings
+from infra.settings import REGISTRY_PASSWORD_ENV, REPO_ROOT, StackSettings
 from lineage_assets.lineage.identity import DEAD_LETTER_TOPICS
 
 CONNECTORS_DIR = REPO_ROOT / "connect" / "connectors"
@@ -21,10 +21,6 @@ class _ConnectorTemplate(Template):
 
 class ConnectorConfigError(ValueError):
     """A connector file is missing, malformed, or uses a placeholder the settings do not provide."""
-
-
-#: the worker's environment variable holding the registry's password (EnvVarConfigProvider resolves it)
-REGISTRY_PASSWORD_ENV = "LINEAGE_LAB_SCHEMA_REGISTRY_PASSWORD"
 
 
 def apicurio_api(settings: StackSettings) -> str:

@@ -3,8 +3,8 @@ import dataclasses
 import pytest
 
 from infra.services.kafka_connect import worker_security_lines
-from infra.settings import StackSettings
-from lineage_assets.connect.configs import REGISTRY_PASSWORD_ENV, ConnectorConfigError, render_connector
+from infra.settings import REGISTRY_PASSWORD_ENV, StackSettings
+from lineage_assets.connect.configs import ConnectorConfigError, render_connector
 from lineage_assets.kafka.connection import KafkaConnection
 
 
