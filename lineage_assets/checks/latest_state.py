@@ -31,7 +31,7 @@ from lineage_assets.conservation.reconcile import BUSY, reconcile
 from lineage_assets.conservation.statistics import statistics_event
 from lineage_assets.conservation.stores import Stores
 from lineage_assets.flink.runs import ENGINE as FLINK_ENGINE
-from lineage_assets.flink.version_drift import CHECK, JOBS, version_result
+from lineage_assets.flink.version_drift import CHECK, checkout_jobs, version_result
 from lineage_assets.kafka.observed import observed_event_builder
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.metadata import asset_key
@@ -66,7 +66,9 @@ def as_evaluation(
 
 def build_latest_state_checks(pipeline: Pipeline, settings: StackSettings) -> LatestStateChecks:
     datasets = {asset_key(ds): ds for ds in pipeline.datasets.values()}
-    drift = {asset_key(pipeline.dataset(dataset)): (name, spec) for name, (spec, dataset) in JOBS.items()}
+    drift = {
+        asset_key(pipeline.dataset(dataset)): (name, spec) for name, (spec, dataset) in checkout_jobs(pipeline).items()
+    }
     hop_of = {asset_key(h.output): h for h in checked_hops(pipeline)}
 
     def evaluate(

@@ -19,19 +19,20 @@ import dagster as dg
 
 from flink_jobs import deployment
 from infra.settings import StackSettings
-from lineage_assets.flink import iceberg_ingestion, supplier_stats
+from lineage_assets.flink import iceberg_ingestion
 from lineage_assets.flink.client import FlinkClient, FlinkError
 from lineage_assets.flink.deploy import FlinkJobSpec, job_environment, submit
 from lineage_assets.flink.runs import ENGINE, flink_run_id
+from lineage_assets.flink.version_drift import checkout_jobs
 from lineage_assets.kafka.observed import observed_event_builder
 from lineage_assets.lineage.events import RunState
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.resources import build_resources
 
-SPECS: dict[str, FlinkJobSpec] = {
-    iceberg_ingestion.JOB: iceberg_ingestion.SPEC,
-    supplier_stats.JOB: supplier_stats.SPEC,
-}
+
+def specs(pipeline: Pipeline) -> dict[str, FlinkJobSpec]:
+    """The pipeline's Flink jobs (the identity module's), each with the code this checkout deploys for it."""
+    return {name: spec for name, (spec, _) in checkout_jobs(pipeline).items()}
 
 
 def suspended_file(settings: StackSettings) -> Path:
@@ -59,7 +60,7 @@ def suspend(settings: StackSettings, log: Callable[[str], None] = print) -> list
     with dg.build_resources(_resources(settings)) as res:
         builder, _ = observed_event_builder(pipeline, res.kafka.registry())
         emitter = res.lineage.emitter()
-        for name in SPECS:
+        for name in specs(pipeline):
             job = client.active(name)
             if job is None:
                 continue
@@ -99,6 +100,7 @@ def resume(settings: StackSettings, log: Callable[[str], None] = print) -> list[
         return []
     records = json.loads(path.read_text())
     client = FlinkClient(settings)
+    known = specs(Pipeline.from_settings(settings))
     left, errors = [], []
     with dg.build_resources(_resources(settings)) as res:
         for record in records:
@@ -107,10 +109,10 @@ def resume(settings: StackSettings, log: Callable[[str], None] = print) -> list[
             if running is not None:
                 log(f"  {name}: already runs as {running.jid}, not resumed")
                 continue
-            if args is None or name not in SPECS:
+            if args is None or name not in known:
                 errors.append(f"{name}: its arguments are unknown (started by an older build); deploy it from Dagster")
                 continue
-            spec = SPECS[name]
+            spec = known[name]
             settings_part = str(record.get("version") or "").partition(".")[2] or "resumed"
             version = f"{spec.code_version()}.{settings_part}"
             env = job_environment(res.kafka, res.iceberg if name == iceberg_ingestion.JOB else None)

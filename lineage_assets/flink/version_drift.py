@@ -16,11 +16,19 @@ from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.metadata import asset_key
 
 CHECK = "flink_job_version_current"
-#: the Flink jobs and the datasets they produce
-JOBS: dict[str, tuple[FlinkJobSpec, str]] = {
-    iceberg_ingestion.JOB: (iceberg_ingestion.SPEC, "iceberg_orders"),
-    supplier_stats.JOB: (supplier_stats.SPEC, "kafka_supplier_stats"),
-}
+#: the code of each Flink job, by job name (each job module's spec); which jobs there are, and what each produces,
+#: is the identity module's to say (``checkout_jobs``)
+SPECS: dict[str, FlinkJobSpec] = {spec.name: spec for spec in (iceberg_ingestion.SPEC, supplier_stats.SPEC)}
+
+
+def checkout_jobs(pipeline: Pipeline) -> dict[str, tuple[FlinkJobSpec, str]]:
+    """Every Flink job of the identity module, by name, with the code this checkout deploys for it and the dataset
+    it produces (the asset its check is on). A job without code here fails at load, not silently unchecked."""
+    jobs = pipeline.flink_jobs()
+    missing = [job.name for job in jobs if job.name not in SPECS]
+    if missing:
+        raise KeyError(f"Flink jobs {missing} of the identity module have no FlinkJobSpec in version_drift.SPECS")
+    return {job.name: (SPECS[job.name], pipeline.output(job.name).key) for job in jobs}
 
 
 def drift(spec: FlinkJobSpec, running_version: str | None, jid: str) -> tuple[bool, str]:
@@ -60,7 +68,9 @@ def version_result(client: FlinkClient, name: str, spec: FlinkJobSpec) -> dg.Ass
 
 
 def build_version_drift_checks(pipeline: Pipeline, settings: StackSettings) -> list[dg.AssetChecksDefinition]:
-    return [_check(pipeline, settings, name, spec, dataset) for name, (spec, dataset) in JOBS.items()]
+    return [
+        _check(pipeline, settings, name, spec, dataset) for name, (spec, dataset) in checkout_jobs(pipeline).items()
+    ]
 
 
 def _check(

@@ -28,3 +28,30 @@ def test_older_code_warns_with_both_versions():
 def test_a_job_without_a_version_warns():
     passed, text = drift(SPEC, None, "j2")
     assert not passed and "carries no deployment version" in text
+
+
+def test_the_checked_jobs_are_the_identity_modules_flink_jobs_with_their_outputs():
+    from infra.settings import StackSettings
+    from lineage_assets.flink import iceberg_ingestion, supplier_stats
+    from lineage_assets.flink.suspension import specs
+    from lineage_assets.flink.version_drift import checkout_jobs
+    from lineage_assets.lineage.identity import Pipeline
+
+    pipeline = Pipeline.from_settings(StackSettings())
+    assert checkout_jobs(pipeline) == {
+        "iceberg-ingestion": (iceberg_ingestion.SPEC, "iceberg_orders"),
+        "supplier-stats": (supplier_stats.SPEC, "kafka_supplier_stats"),
+    }
+    assert specs(pipeline) == {"iceberg-ingestion": iceberg_ingestion.SPEC, "supplier-stats": supplier_stats.SPEC}
+
+
+def test_a_flink_job_of_the_identity_module_without_code_fails_at_load(monkeypatch):
+    import pytest
+
+    from infra.settings import StackSettings
+    from lineage_assets.flink import version_drift
+    from lineage_assets.lineage.identity import Pipeline
+
+    monkeypatch.delitem(version_drift.SPECS, "supplier-stats")
+    with pytest.raises(KeyError, match="supplier-stats"):
+        version_drift.checkout_jobs(Pipeline.from_settings(StackSettings()))
