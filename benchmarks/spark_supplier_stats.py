@@ -3,7 +3,7 @@
 For each size, writes N orders (one day) into a scratch Iceberg namespace, then runs the asset's work (the rejected
 orders' count, the aggregation and the overwrite of the day) and spark.stop() (where the listener sends the
 application's last events), timed together, in fresh Spark applications (one per run, the listener on or off,
-alternating), in local mode and with --standalone also on a Spark standalone cluster (infra/spark_cluster.py,
+alternating), in local mode and with --standalone also on a Spark standalone cluster (tests/support/spark_cluster.py,
 2 workers x 1 core), and prints medians, rows/s per core and the listener's overhead. Needs the stack up.
 
     .venv/bin/python benchmarks/spark_supplier_stats.py --sizes 1000000,10000000,50000000 --runs 3 --standalone

@@ -4,7 +4,7 @@ The wheel ships Flink's scripts and jars but no connectors. ``assemble`` builds 
 ``FlinkLayout``) without touching site-packages: bin/ copied (config.sh resolves its own location with ``pwd -P``),
 lib/ and opt/ as links to the wheel's jars plus the layout's own (the stack's: the ``flink-jars`` bundle), conf/
 rendered. JobManager and TaskManager each run in the foreground so the supervisor owns their pids. A second cluster
-for tests and demos uses the same pieces (infra/flink_cluster.py).
+for tests and demos uses the same pieces (tests/support/flink_cluster.py).
 
 Jobs reach a session cluster other than the stack's (LINEAGE_LAB_EXTERNAL_FLINK) through the CLI with ``-m``, a
 client-only conf/ and their connector jars uploaded with each submission (``job_jar_archive``).
@@ -50,7 +50,7 @@ def flink_home(settings: StackSettings) -> Path:
 @dataclass(frozen=True)
 class FlinkLayout:
     """Where one Flink session cluster keeps its FLINK_HOME, state and logs, and what its config says: the stack's
-    (``stack_layout``) or another one, e.g. the second session cluster of infra/flink_cluster.py."""
+    (``stack_layout``) or another one, e.g. the second session cluster of tests/support/flink_cluster.py."""
 
     home: Path
     #: tmp/, pid/, checkpoints/ and savepoints/ of the cluster

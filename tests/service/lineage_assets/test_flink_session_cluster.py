@@ -1,8 +1,8 @@
 """Both Flink jobs on any session cluster, by its REST URL (issue 15): a second Flink cluster from the PyFlink wheel
-on other ports (infra/flink_cluster.py), whose lib/ has no connector, gets both jobs moved to it from the stack's
-cluster (stopped there with savepoints, deployed by the assets with ``restore_from``, their connector jars uploaded
-with each submission); orders produced before, during and after the move reach Iceberg exactly once and their
-windows supplier-stats exactly; the Flink job sensor built for that cluster tracks both jobs there. Then both move
+on other ports (tests/support/flink_cluster.py), whose lib/ has no connector, gets both jobs moved to it from the
+stack's cluster (stopped there with savepoints, deployed by the assets with ``restore_from``, their connector jars
+uploaded with each submission); orders produced before, during and after the move reach Iceberg exactly once and
+their windows supplier-stats exactly; the Flink job sensor built for that cluster tracks both jobs there. Then both move
 back to the stack's cluster the same way (also when a test fails), so later tests find the stack as it was.
 
 The tests of this module run in order and share the moved jobs.
