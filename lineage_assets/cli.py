@@ -13,17 +13,20 @@ from infra.settings import StackSettings
 
 
 def resume_flink_jobs(settings: StackSettings) -> list[str]:
-    """Resume the pipeline's Flink jobs that ``stack down`` suspended; the errors, if any."""
+    """Resume the pipeline's Flink jobs that ``stack down`` suspended; the errors, if any. The wired resources are
+    built here, on the top floor, so suspension (a technology module) never imports the wiring above it."""
     from lineage_assets.flink.suspension import resume
+    from lineage_assets.resources import build_resources
 
-    return resume(settings)
+    return resume(settings, build_resources(settings))
 
 
 def suspend_flink_jobs(settings: StackSettings) -> None:
     """Suspend the pipeline's Flink jobs with savepoints, so that ``stack up`` resumes them."""
     from lineage_assets.flink.suspension import suspend
+    from lineage_assets.resources import build_resources
 
-    suspend(settings)
+    suspend(settings, build_resources(settings))
 
 
 def _lineage(args: argparse.Namespace, settings: StackSettings) -> int:

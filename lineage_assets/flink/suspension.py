@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import dagster as dg
@@ -27,7 +27,6 @@ from lineage_assets.flink.version_drift import checkout_jobs
 from lineage_assets.kafka.observed import observed_event_builder
 from lineage_assets.lineage.events import RunState
 from lineage_assets.lineage.identity import Pipeline
-from lineage_assets.resources import build_resources
 
 
 def specs(pipeline: Pipeline) -> dict[str, FlinkJobSpec]:
@@ -39,12 +38,13 @@ def suspended_file(settings: StackSettings) -> Path:
     return settings.data_dir / "flink" / "suspended.json"
 
 
-def _resources(settings: StackSettings) -> dict:
-    wanted = {k: v for k, v in build_resources(settings).items() if k in ("kafka", "iceberg", "lineage")}
-    return wanted
+def _resources(resources: Mapping[str, object]) -> dict:
+    """The wired resources suspension uses (Kafka's registry and security, the Iceberg catalog, lineage), from all
+    of them: the caller (the app's CLI, on top) builds them, since this module sits below the wiring."""
+    return {k: v for k, v in resources.items() if k in ("kafka", "iceberg", "lineage")}
 
 
-def suspend(settings: StackSettings, log: Callable[[str], None] = print) -> list[dict]:
+def suspend(settings: StackSettings, resources: Mapping[str, object], log: Callable[[str], None] = print) -> list[dict]:
     """Stop the pipeline's jobs running on the stack's own cluster with a savepoint and record them; an external
     cluster is left alone (the stack does not stop it)."""
     if settings.external_flink:
@@ -57,7 +57,7 @@ def suspend(settings: StackSettings, log: Callable[[str], None] = print) -> list
         return []
     pipeline = Pipeline.from_settings(settings)
     records = []
-    with dg.build_resources(_resources(settings)) as res:
+    with dg.build_resources(_resources(resources)) as res:
         builder, _ = observed_event_builder(pipeline, res.kafka.registry())
         emitter = res.lineage.emitter()
         for name in specs(pipeline):
@@ -92,7 +92,7 @@ def suspend(settings: StackSettings, log: Callable[[str], None] = print) -> list
     return records
 
 
-def resume(settings: StackSettings, log: Callable[[str], None] = print) -> list[str]:
+def resume(settings: StackSettings, resources: Mapping[str, object], log: Callable[[str], None] = print) -> list[str]:
     """Start again, from their savepoints, the jobs `suspend` recorded; returns the errors (empty: all resumed).
     A job of that name that already runs is left as it is."""
     path = suspended_file(settings)
@@ -102,7 +102,7 @@ def resume(settings: StackSettings, log: Callable[[str], None] = print) -> list[
     client = FlinkClient(settings)
     known = specs(Pipeline.from_settings(settings))
     left, errors = [], []
-    with dg.build_resources(_resources(settings)) as res:
+    with dg.build_resources(_resources(resources)) as res:
         for record in records:
             name, args = record["name"], record.get("args")
             running = client.active(name)
