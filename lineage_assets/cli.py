@@ -29,6 +29,20 @@ def suspend_flink_jobs(settings: StackSettings) -> None:
     suspend(settings, build_resources(settings))
 
 
+def endpoints(settings: StackSettings) -> dict[str, str]:
+    """The stack's endpoints (infra's) plus the Marquez page of the Kafka orders' lineage, which needs the pipeline's
+    naming and so lives in the app; placed after the Marquez API, where scripts have always found it."""
+    from infra.endpoints import endpoints as stack_endpoints
+    from lineage_assets.lineage.identity import Pipeline
+    from lineage_assets.lineage.marquez import lineage_page
+
+    orders = Pipeline.from_settings(settings).dataset("kafka_orders")
+    page = lineage_page(settings.marquez_web_url, orders.namespace, orders.name)
+    items = list(stack_endpoints(settings).items())
+    at = [key for key, _ in items].index("MARQUEZ_API_URL") + 1
+    return dict([*items[:at], ("ORDERS_LINEAGE_URL", page), *items[at:]])
+
+
 def _lineage(args: argparse.Namespace, settings: StackSettings) -> int:
     from lineage_assets.lineage.outbox import Drainer, LineageEmitter, Outbox
 
@@ -259,3 +273,9 @@ HANDLERS: dict[str, Callable[[argparse.Namespace, StackSettings], int]] = {
     "impact": _impact,
     "reconcile": _reconcile,
 }
+
+
+if __name__ == "__main__":  # `python -m lineage_assets.cli [--shell]`: the endpoints for scripts (scripts/run.sh)
+    from infra.endpoints import main
+
+    main(sys.argv[1:], endpoints)

@@ -13,7 +13,7 @@ echo
 status=0
 .venv/bin/lineage-lab pipeline run --orders "${LINEAGE_LAB_ORDERS:-200}" || status=$?
 # shellcheck disable=SC1091
-eval "$(.venv/bin/python -m infra.endpoints --shell)"
+eval "$(.venv/bin/python -m lineage_assets.cli --shell)"
 cat <<TXT
 
 lineage-lab is up.
