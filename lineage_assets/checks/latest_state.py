@@ -15,7 +15,7 @@ one incremental reconciliation per asset, only in ticks that record a materializ
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from types import SimpleNamespace
 from typing import Any
 
@@ -34,15 +34,8 @@ from lineage_assets.flink.runs import ENGINE as FLINK_ENGINE
 from lineage_assets.flink.version_drift import CHECK, checkout_jobs, version_result
 from lineage_assets.kafka.observed import observed_event_builder
 from lineage_assets.lineage.identity import Pipeline
-from lineage_assets.metadata import asset_key
+from lineage_assets.metadata import LatestStateChecks, asset_key
 
-#: what a sensor calls with the materializations it recorded this tick and its resources by name (``lineage`` and
-#: those of the engine it follows: ``flink``/``connect``, ``kafka``, ``iceberg``, ``object_store``): their check
-#: evaluations (and the conservation figures as observations), to report after them
-LatestStateChecks = Callable[
-    [dg.DagsterInstance, str, Sequence[dg.AssetMaterialization], Mapping[str, Any]],
-    list[dg.AssetCheckEvaluation | dg.AssetObservation],
-]
 #: seconds a tick waits for another reconciliation of the same hop before leaving it to the next tick
 LOCK_WAIT_S = 5.0
 #: the materialization metadata entry that names the producing job's open OpenLineage run

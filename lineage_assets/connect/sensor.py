@@ -6,7 +6,6 @@ Marquez holds open for the connector's job is closed, so one job name never has 
 import datetime as dt
 import json
 import time
-from typing import TYPE_CHECKING
 
 import dagster as dg
 
@@ -25,11 +24,8 @@ from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.lineage.marquez import MarquezError
 from lineage_assets.lineage.open_runs import open_runs, run_closed
 from lineage_assets.lineage.resource import LineageResource
-from lineage_assets.metadata import asset_key
+from lineage_assets.metadata import LatestStateChecks, asset_key
 from lineage_assets.storage import ObjectStoreResource
-
-if TYPE_CHECKING:  # the checks are handed in by definitions.py: this module does not import them
-    from lineage_assets.checks.latest_state import LatestStateChecks
 
 #: cursor entry holding how many archive objects the last tick saw
 ARCHIVE_CURSOR = "_archive_objects"
@@ -45,7 +41,7 @@ def build_connector_sensor(
     connectors: dict[str, str] | None = None,
     name: str = "connector_sensor",
     settings: StackSettings | None = None,
-    latest_checks: "LatestStateChecks | None" = None,
+    latest_checks: LatestStateChecks | None = None,
 ) -> dg.SensorDefinition:
     """``latest_checks``: evaluates the checks of the archive in the tick that materializes it."""
     watched = connectors or CONNECTORS

@@ -14,7 +14,6 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import dagster as dg
 from openlineage.client.event_v2 import RunEvent
@@ -34,11 +33,8 @@ from lineage_assets.lineage.identity import CONSUMER_GROUPS, Dataset, Pipeline
 from lineage_assets.lineage.marquez import MarquezError
 from lineage_assets.lineage.open_runs import open_runs, run_facet
 from lineage_assets.lineage.resource import LineageResource
-from lineage_assets.metadata import asset_key
+from lineage_assets.metadata import LatestStateChecks, asset_key
 from lineage_assets.storage import IcebergResource
-
-if TYPE_CHECKING:  # the checks are handed in by definitions.py: this module does not import them
-    from lineage_assets.checks.latest_state import LatestStateChecks
 
 #: (facts about the job's output, a marker that changes exactly when new data arrived)
 OutputFacts = tuple[dict[str, object], str | None]
