@@ -287,6 +287,34 @@ def offsets_of(a: int, b: int, anchors: Mapping[int, int]) -> tuple[int, int, bo
     return (first, first + (b - a) - 1, True) if exact else (first, upper[0] - 1 - (upper[1] - b), False)
 
 
+def hole_text(
+    partition: int,
+    a: int,
+    b: int,
+    lost: int,
+    anchors: Mapping[int, int],
+    key_at: Callable[[int], str],
+    gone: set[str],
+) -> tuple[str, int, int]:
+    """(what, first offset, last offset) of the records at positions [a, b) that no object holds. Transaction
+    markers (Debezium's exactly-once commits) between the anchors leave only bounds of the offsets; a hole that
+    begins where a key that was there (``gone`` now) began is still named as that object's records."""
+    first, last, exact = offsets_of(a, b, anchors)
+    expected = key_at(first)
+    if exact or expected in gone:
+        deleted = " (was there: deleted)" if expected in gone else ""
+        return (
+            f"offsets {first}..{last} of partition {partition}: no object holds them; expected {expected}{deleted}",
+            first,
+            last,
+        )
+    return (
+        f"{lost} records between offsets {first} and {last} of partition {partition}: no object holds them",
+        first,
+        last,
+    )
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Listing
 
@@ -922,17 +950,9 @@ def balance(hop: Hop, stores: Stores) -> HopBalance:
             )
             writers.append(OtherWriter(output, f"object {key} ({reason})", extra, ref=f"object:{key}"))
         for a, b in walked.missing:
-            first, last, exact = offsets_of(a, b, anchors)
-            if exact:
-                expected = object_key(prefix, topic, p, first)
-                gone = " (was there: deleted)" if expected in was_there and expected not in lines else ""
-                what = f"offsets {first}..{last} of partition {p}: no object holds them; expected {expected}{gone}"
-            else:
-                what = (
-                    f"{b - a - _between(dead_positions, a, b)} records between offsets {first} and {last} "
-                    f"of partition {p}: no object holds them"
-                )
             lost = b - a - _between(dead_positions, a, b)
+            gone = was_there - lines.keys()
+            what, first, last = hole_text(p, a, b, lost, anchors, functools.partial(object_key, prefix, topic, p), gone)
             writers.append(OtherWriter(output, what, -lost, ref=f"offsets:{topic}[{p}]:{first}..{last}"))
         if walked.first_pending is not None:
             first, _, exact = offsets_of(walked.first_pending, walked.first_pending + 1, anchors)

@@ -11,6 +11,7 @@ from lineage_assets.conservation.archive import (
     count_lines,
     fact_lines,
     fresh_shards,
+    hole_text,
     list_archive,
     object_key,
     offsets_of,
@@ -350,3 +351,21 @@ def test_remembered_counts_leaves_a_partition_retention_cut_below_its_marks(tmp_
     store = CountStore(tmp_path / "c.sqlite")
     store.add_marks("orders", 0, [(0, 0), (100, 100)])
     assert remembered_counts(store, "orders", {0: [100]}, {0: (150, 200)}) == {}
+
+
+def test_a_hole_is_named_as_the_deleted_object_even_with_transaction_markers_inside_it():
+    # records at positions 100..199 were offsets 100..219 (20 commit markers among them); the object that held
+    # them started at offset 100 and is gone; the next object starts at offset 220
+    anchors = {0: 0, 100: 100, 220: 200}
+    gone = {key(0, 100)}
+    what, first, last = hole_text(0, 100, 200, 100, anchors, lambda o: key(0, o), gone)
+    assert (first, last) == (100, 219)
+    assert what == (
+        f"offsets 100..219 of partition 0: no object holds them; expected {key(0, 100)} (was there: deleted)"
+    )
+    # a hole no remembered key began at: only the bounds of its offsets are known
+    what, first, last = hole_text(0, 100, 200, 100, anchors, lambda o: key(0, o), set())
+    assert what == "100 records between offsets 100 and 219 of partition 0: no object holds them"
+    # no marker inside: exact, named as expected even if no key was there
+    what, _, _ = hole_text(0, 100, 200, 100, {0: 0, 100: 100, 200: 200}, lambda o: key(0, o), set())
+    assert what == f"offsets 100..199 of partition 0: no object holds them; expected {key(0, 100)}"
