@@ -18,7 +18,9 @@ from pathlib import Path
 import pytest
 import requests
 
+from lineage_assets.kafka.topics import end_offsets
 from tests.service.lineage_assets.conftest import after_everything_in_orders
+from tests.service.lineage_assets.conservation.conftest import group_committed
 from tests.service.lineage_assets.test_engine_truth import one_open_run_with, running_jid, wait_for
 from tests.service.lineage_assets.test_flink_pipeline import (
     Orders,
@@ -51,8 +53,15 @@ def test_orders_in_open_windows_survive_stack_down_and_up(settings, pipeline_ran
     placed = orders.produce(24, start, 500, random.Random(7))
     assert orders.producer.flush(60) == 0
     prefix = f"ff-{orders.token}"
+    ends = end_offsets(settings.kafka_bootstrap, "orders")
+    # a supplier-stats checkpoint after the orders (its committed offsets pass them): they are in its state. Waited
+    # for, not slept: the windows close on their own some 20 s after the last order (the quiet advance), so a fixed
+    # sleep on top of the Iceberg commit left none open on a slow run
+    deadline = time.monotonic() + 120
+    while not all(group_committed(settings, "orders", "supplier-stats").get(p, 0) >= e for p, e in ends.items()):
+        assert time.monotonic() < deadline, "supplier-stats did not checkpoint the orders"
+        time.sleep(0.5)
     assert len(iceberg_rows(resources, prefix, len(placed))) == len(placed), "consumed and committed before the stop"
-    time.sleep(12)  # one more supplier-stats checkpoint after the orders: they are in its state, not yet emitted
     expected = expected_windows(placed)
     open_windows = len(expected) - len(stats_in(settings, expected, to_end=True))
     assert open_windows > 0, "some of the orders wait in open windows when the stack stops"
