@@ -29,7 +29,7 @@ from openlineage.client.uuid import generate_new_uuid
 from infra.settings import StackSettings
 from lineage_assets.lineage.events import EventBuilder, RunState
 from lineage_assets.lineage.identity import Pipeline
-from lineage_assets.lineage.marquez import MarquezClient, MarquezError
+from lineage_assets.lineage.marquez_client import MarquezClient, MarquezError
 from lineage_assets.lineage.outbox import Drainer, LineageEmitter, Outbox
 
 NAMESPACE = "lineage-lab-bench"

@@ -50,7 +50,7 @@ from pyiceberg.expressions import EqualTo
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repo root, for tests.support
 
 from infra.settings import StackSettings
-from lineage_assets.flink import iceberg_ingestion, supplier_stats
+from lineage_assets.flink import iceberg_ingestion_asset, supplier_stats_stream_asset
 from lineage_assets.flink.client import FlinkClient
 from lineage_assets.kafka.topics import end_offsets as kafka_end_offsets
 from lineage_assets.lineage.identity import Pipeline
@@ -59,13 +59,16 @@ from lineage_assets.resources import build_resources
 from tests.support.new_orders_pause import new_orders_sensor_paused
 
 SUPPLIERS = ["Alice", "Bob", "Carol", "Alex", "Joe", "James", "Jane", "Jack"]
-WINDOW_MS = 5_000  # flink_jobs/supplier_stats.py
+WINDOW_MS = 5_000  # flink_jobs/supplier_stats_job.py
 OUT_OF_ORDERNESS_MS = 5_000
 STATS_TOPIC = "supplier-stats"
 
-JOBS = (iceberg_ingestion.JOB, supplier_stats.JOB)
+JOBS = (iceberg_ingestion_asset.JOB, supplier_stats_stream_asset.JOB)
 #: the deploying asset of each job, and its config to start from a savepoint
-ASSET_OF = {iceberg_ingestion.JOB: "iceberg__default__orders", supplier_stats.JOB: "kafka__supplier_stats"}
+ASSET_OF = {
+    iceberg_ingestion_asset.JOB: "iceberg__default__orders",
+    supplier_stats_stream_asset.JOB: "kafka__supplier_stats",
+}
 
 #: failures met while measuring, by kind (printed at the end)
 FAILURES: collections.Counter[str] = collections.Counter()
@@ -85,8 +88,8 @@ def deploy(settings: StackSettings, outbox: Path, savepoints: dict[str, str] | N
         "lineage": LineageResource(outbox_path=str(outbox), backend_url=settings.marquez_url),
     }
     assets = [
-        iceberg_ingestion.build_iceberg_ingestion_asset(pipeline, settings),
-        supplier_stats.build_supplier_stats_stream_asset(pipeline, settings),
+        iceberg_ingestion_asset.build_iceberg_ingestion_asset(pipeline, settings),
+        supplier_stats_stream_asset.build_supplier_stats_stream_asset(pipeline, settings),
     ]
     ops = {ASSET_OF[job]: {"config": {"restore_from": sp}} for job, sp in (savepoints or {}).items()}
     with dg.DagsterInstance.ephemeral() as instance:
@@ -417,8 +420,8 @@ def measure(settings: StackSettings, args: argparse.Namespace) -> None:
         with ThreadPoolExecutor(1) as pool:  # each job is timed from its own first record, while the other deploys
             deployed = pool.submit(deploy, settings, outbox, savepoints)
             source = source_rates(client, n, 900)
-            rates["ingestion source"].append(source[iceberg_ingestion.JOB])
-            rates["stats source"].append(source[supplier_stats.JOB])
+            rates["ingestion source"].append(source[iceberg_ingestion_asset.JOB])
+            rates["stats source"].append(source[supplier_stats_stream_asset.JOB])
             deployed.result()
         since = before and before.snapshot_id
         wait_until(
@@ -480,7 +483,7 @@ def measure(settings: StackSettings, args: argparse.Namespace) -> None:
     print(
         f"  ingestion-to-queryable in Iceberg: median {statistics.median(latencies):.1f} s "
         f"(min {min(latencies):.1f}, max {max(latencies):.1f}; checkpoint interval "
-        f"{iceberg_ingestion.IcebergIngestionConfig().checkpoint_interval})"
+        f"{iceberg_ingestion_asset.IcebergIngestionConfig().checkpoint_interval})"
     )
     print(f"  failures: {dict(FAILURES) if FAILURES else 'none'}")
 

@@ -65,7 +65,7 @@ from infra.services.dagster import DagsterDev
 from infra.settings import StackSettings
 from lineage_assets.lineage.events import PRODUCER, iso, run_id_for
 from lineage_assets.lineage.identity import Pipeline
-from lineage_assets.lineage.marquez import MarquezClient, MarquezError
+from lineage_assets.lineage.marquez_client import MarquezClient, MarquezError
 from lineage_assets.lineage.outbox import Drainer, Outbox
 from lineage_assets.lineage.resource import LineageResource
 from lineage_assets.resources import build_resources
@@ -373,7 +373,7 @@ def error_note(errors: collections.Counter[str]) -> str:
 
 
 def time_verify(settings: StackSettings, runs: int, directory: Path) -> Row:
-    from lineage_assets.checks.verify import verify_and_render
+    from lineage_assets.checks.drift_report import verify_and_render
 
     t = timed(lambda: verify_and_render(settings, directory / "graph.html"), runs)
     report = t.last[0] if t.last else None

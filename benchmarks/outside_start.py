@@ -71,7 +71,7 @@ def one_round(settings: StackSettings, timeout: float) -> float:
         "-pyfs",
         f"{jobs_dir / 'connections.py'},{jobs_dir / 'deployment.py'}",
         "-py",
-        str(jobs_dir / "supplier_stats.py"),
+        str(jobs_dir / "supplier_stats_job.py"),
         *json.loads(base64.urlsafe_b64decode(user["lineage-lab.args"])),
         "--version",
         user["lineage-lab.version"],

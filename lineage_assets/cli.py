@@ -34,7 +34,7 @@ def endpoints(settings: StackSettings) -> dict[str, str]:
     naming and so lives in the app; placed after the Marquez API, where scripts have always found it."""
     from infra.endpoints import endpoints as stack_endpoints
     from lineage_assets.lineage.identity import Pipeline
-    from lineage_assets.lineage.marquez import lineage_page
+    from lineage_assets.lineage.marquez_client import lineage_page
 
     orders = Pipeline.from_settings(settings).dataset("kafka_orders")
     page = lineage_page(settings.marquez_web_url, orders.namespace, orders.name)
@@ -88,7 +88,7 @@ def _keyed_graph(settings: StackSettings) -> int:
     from lineage_assets.checks.keyed_graph import keyed_graph
     from lineage_assets.checks.marquez_graph import from_marquez
     from lineage_assets.lineage.identity import Pipeline
-    from lineage_assets.lineage.marquez import MarquezClient, MarquezError
+    from lineage_assets.lineage.marquez_client import MarquezClient, MarquezError
 
     client = MarquezClient(settings.marquez_url, api_key=settings.marquez_api_key or None)
     try:
@@ -103,8 +103,8 @@ def _keyed_graph(settings: StackSettings) -> int:
 def _verify(args: argparse.Namespace, settings: StackSettings) -> int:
     from pathlib import Path
 
-    from lineage_assets.checks.verify import verify_and_render
-    from lineage_assets.lineage.marquez import MarquezError
+    from lineage_assets.checks.drift_report import verify_and_render
+    from lineage_assets.lineage.marquez_client import MarquezError
 
     try:
         report, picture = verify_and_render(settings, Path(args.html) if args.html else None)
@@ -121,7 +121,7 @@ def _impact(args: argparse.Namespace, settings: StackSettings) -> int:
 
     from lineage_assets.lineage.identity import Pipeline
     from lineage_assets.lineage.impact import UnknownTarget, impact, resolve
-    from lineage_assets.lineage.marquez import MarquezClient, MarquezError
+    from lineage_assets.lineage.marquez_client import MarquezClient, MarquezError
 
     pipeline = Pipeline.from_settings(settings)
     try:
@@ -203,10 +203,10 @@ def _reconcile(args: argparse.Namespace, settings: StackSettings) -> int:
 
 
 def _pipeline(args: argparse.Namespace, settings: StackSettings) -> int:
-    from lineage_assets.main_run import PipelineError, run_pipeline
+    from lineage_assets.main_job import PipelineError, run_main_job
 
     try:
-        return 0 if run_pipeline(settings, orders=args.orders) else 1
+        return 0 if run_main_job(settings, orders=args.orders) else 1
     except PipelineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

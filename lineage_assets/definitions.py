@@ -11,19 +11,19 @@ from lineage_assets.checks.latest_state import build_latest_state_checks
 from lineage_assets.checks.verify_job import build_verify_job
 from lineage_assets.connect.assets import build_connect_assets
 from lineage_assets.connect.sensor import build_connector_sensor
-from lineage_assets.flink.iceberg_ingestion import build_iceberg_ingestion_asset
+from lineage_assets.flink.iceberg_ingestion_asset import build_iceberg_ingestion_asset
 from lineage_assets.flink.sensor import build_flink_job_sensor
-from lineage_assets.flink.supplier_stats import build_supplier_stats_stream_asset
+from lineage_assets.flink.supplier_stats_stream_asset import build_supplier_stats_stream_asset
 from lineage_assets.flink.version_drift import build_version_drift_checks
+from lineage_assets.jobs import build_main_jobs
 from lineage_assets.kafka.dead_letter_monitor import build_dead_letter_sensor, build_dead_letter_share_check
-from lineage_assets.kafka.dead_letters import build_dead_letter_specs
+from lineage_assets.kafka.dead_letter_topics import build_dead_letter_specs
 from lineage_assets.lineage.identity import Pipeline
-from lineage_assets.main_jobs import build_main_jobs
 from lineage_assets.resources import build_resources
 from lineage_assets.source.generator import generate_orders_job
 from lineage_assets.spark.new_orders_sensor import build_supplier_stats_partition_sensor
 from lineage_assets.spark.schedules import build_finalise_yesterday_schedule
-from lineage_assets.spark.supplier_stats import build_supplier_stats_asset
+from lineage_assets.spark.supplier_stats_batch import build_supplier_stats_asset
 
 settings = StackSettings.from_env()
 pipeline = Pipeline.from_settings(settings)

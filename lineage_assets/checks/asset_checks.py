@@ -27,7 +27,7 @@ from lineage_assets.flink.client import ACTIVE, FlinkClient, FlinkError
 from lineage_assets.flink.resource import FlinkResource
 from lineage_assets.flink.runs import flink_run_id
 from lineage_assets.lineage.identity import Dataset, Job, Pipeline
-from lineage_assets.lineage.marquez import MarquezError
+from lineage_assets.lineage.marquez_client import MarquezError
 from lineage_assets.lineage.outbox import Counts
 from lineage_assets.lineage.resource import LineageResource
 from lineage_assets.metadata import asset_key

@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from lineage_assets.checks.graph import DatasetNode, Identity, JobNode, LineageGraph
 from lineage_assets.lineage.identity import Pipeline
-from lineage_assets.lineage.marquez import MarquezClient
+from lineage_assets.lineage.marquez_client import MarquezClient
 from lineage_assets.lineage.naming import physical_key
 
 #: Marquez's job types -> OpenLineage processing types

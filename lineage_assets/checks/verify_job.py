@@ -5,8 +5,8 @@ from pathlib import Path
 import dagster as dg
 
 from infra.settings import StackSettings
-from lineage_assets.checks.verify import verify_and_render
-from lineage_assets.lineage.marquez import MarquezError
+from lineage_assets.checks.drift_report import verify_and_render
+from lineage_assets.lineage.marquez_client import MarquezError
 from lineage_assets.lineage.resource import LineageResource
 
 

@@ -21,7 +21,7 @@ from lineage_assets.kafka.resource import KafkaResource
 from lineage_assets.kafka.topics import KafkaUnavailable, consumer_lag, end_offsets
 from lineage_assets.lineage.events import RunState, run_id_for
 from lineage_assets.lineage.identity import Pipeline
-from lineage_assets.lineage.marquez import MarquezError
+from lineage_assets.lineage.marquez_client import MarquezError
 from lineage_assets.lineage.open_runs import open_runs, run_closed
 from lineage_assets.lineage.resource import LineageResource
 from lineage_assets.metadata import LatestStateChecks, asset_key

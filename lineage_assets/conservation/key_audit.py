@@ -42,7 +42,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from lineage_assets.conservation import archive as archive_hop
-from lineage_assets.conservation import iceberg_ingestion as iceberg_hop
+from lineage_assets.conservation import iceberg_ingestion_hop as iceberg_hop
 from lineage_assets.conservation.balance import StoreUnavailable
 from lineage_assets.conservation.hops import Hop
 from lineage_assets.conservation.stores import Stores

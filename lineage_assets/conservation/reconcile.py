@@ -25,7 +25,7 @@ READERS = {
     "orders-source": "lineage_assets.conservation.orders_source",
     "orders-s3-sink": "lineage_assets.conservation.archive",
     "supplier-stats": "lineage_assets.conservation.supplier_windows",
-    "iceberg-ingestion": "lineage_assets.conservation.iceberg_ingestion",
+    "iceberg-ingestion": "lineage_assets.conservation.iceberg_ingestion_hop",
     SPARK_SUPPLIER_STATS_JOB: "lineage_assets.conservation.spark_days",
 }
 #: seconds to wait before reading a streaming hop again when one look shows a loss or duplicates (two checkpoints

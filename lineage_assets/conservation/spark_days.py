@@ -1,6 +1,6 @@
 """The Spark hop (``dagster.supplier_stats``): Iceberg orders -> Iceberg supplier_stats, one day partition at a time.
 
-Each Spark commit of a day says what it read (``lineage-lab.*`` snapshot properties, spark/supplier_stats.py): the
+Each Spark commit of a day says what it read (``lineage-lab.*`` snapshot properties, spark/supplier_stats_batch.py): the
 day, the orders snapshot it read, the day's orders it read, the ones it refused. Per day supplier_stats holds:
 
 - ``in``: the day's rows in orders now: those at the snapshot the latest Spark write of the day read ("orders
@@ -32,7 +32,7 @@ from typing import Any
 from lineage_assets.conservation.balance import HopBalance, OtherWriter, StoreUnavailable
 from lineage_assets.conservation.hops import Hop
 from lineage_assets.conservation.stores import Stores
-from lineage_assets.spark.supplier_stats import NO_SNAPSHOT, PROPERTY_PREFIX
+from lineage_assets.spark.supplier_stats_batch import NO_SNAPSHOT, PROPERTY_PREFIX
 
 #: longest run of orders snapshots summed from their summaries before the manifests are read instead
 MAX_WALK = 2000

@@ -55,7 +55,7 @@ from lineage_assets.conservation.balance import HopBalance, OtherWriter, StoreUn
 from lineage_assets.conservation.hops import Hop
 from lineage_assets.conservation.stores import Stores
 
-#: as flink_jobs/supplier_stats.py sets them (a unit test holds the two equal)
+#: as flink_jobs/supplier_stats_job.py sets them (a unit test holds the two equal)
 WINDOW_MS = 5_000
 OUT_OF_ORDERNESS_MS = 5_000
 ALLOWED_LATENESS_MS = 5_000

@@ -19,7 +19,7 @@ import dagster as dg
 
 from flink_jobs import deployment
 from infra.settings import StackSettings
-from lineage_assets.flink import iceberg_ingestion
+from lineage_assets.flink import iceberg_ingestion_asset
 from lineage_assets.flink.client import FlinkClient, FlinkError
 from lineage_assets.flink.deploy import FlinkJobSpec, job_environment, submit
 from lineage_assets.flink.runs import ENGINE, flink_run_id
@@ -115,7 +115,7 @@ def resume(settings: StackSettings, resources: Mapping[str, object], log: Callab
             spec = known[name]
             settings_part = str(record.get("version") or "").partition(".")[2] or "resumed"
             version = f"{spec.code_version()}.{settings_part}"
-            env = job_environment(res.kafka, res.iceberg if name == iceberg_ingestion.JOB else None)
+            env = job_environment(res.kafka, res.iceberg if name == iceberg_ingestion_asset.JOB else None)
             try:
                 job = submit(client, spec, args, version, record["savepoint"], env=env)
             except FlinkError as exc:

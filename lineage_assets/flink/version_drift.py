@@ -8,7 +8,7 @@ import dagster as dg
 
 from flink_jobs.deployment import VERSION
 from infra.settings import StackSettings
-from lineage_assets.flink import iceberg_ingestion, supplier_stats
+from lineage_assets.flink import iceberg_ingestion_asset, supplier_stats_stream_asset
 from lineage_assets.flink.client import ACTIVE, FlinkClient, FlinkError
 from lineage_assets.flink.deploy import FlinkJobSpec, code_part
 from lineage_assets.flink.resource import FlinkResource
@@ -18,7 +18,9 @@ from lineage_assets.metadata import asset_key
 CHECK = "flink_job_version_current"
 #: the code of each Flink job, by job name (each job module's spec); which jobs there are, and what each produces,
 #: is the identity module's to say (``checkout_jobs``)
-SPECS: dict[str, FlinkJobSpec] = {spec.name: spec for spec in (iceberg_ingestion.SPEC, supplier_stats.SPEC)}
+SPECS: dict[str, FlinkJobSpec] = {
+    spec.name: spec for spec in (iceberg_ingestion_asset.SPEC, supplier_stats_stream_asset.SPEC)
+}
 
 
 def checkout_jobs(pipeline: Pipeline) -> dict[str, tuple[FlinkJobSpec, str]]:

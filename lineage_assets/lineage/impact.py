@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from lineage_assets.lineage.identity import Dataset, Pipeline
-from lineage_assets.lineage.marquez import MarquezClient
+from lineage_assets.lineage.marquez_client import MarquezClient
 
 Identity = tuple[str, str]  # (namespace, name)
 FieldRef = tuple[str, str, str]  # (namespace, dataset name, column)

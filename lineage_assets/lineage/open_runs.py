@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from lineage_assets.lineage.identity import Job
-from lineage_assets.lineage.marquez import MarquezClient, MarquezError
+from lineage_assets.lineage.marquez_client import MarquezClient, MarquezError
 
 if TYPE_CHECKING:
     from lineage_assets.lineage.resource import LineageResource

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from lineage_assets.lineage.marquez import MarquezClient
+from lineage_assets.lineage.marquez_client import MarquezClient
 from lineage_assets.lineage.outbox import LineageEmitter, Outbox
 
 

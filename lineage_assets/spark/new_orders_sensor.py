@@ -29,7 +29,7 @@ from pyiceberg.exceptions import NoSuchTableError
 
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.metadata import asset_key
-from lineage_assets.spark.supplier_stats import DAILY
+from lineage_assets.spark.supplier_stats_batch import DAILY
 from lineage_assets.storage import IcebergResource
 
 PARTITION_KEY_PREFIX = "partitions."

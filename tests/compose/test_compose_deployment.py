@@ -18,9 +18,9 @@ import yaml
 from infra.settings import REPO_ROOT, StackSettings
 from lineage_assets.checks.keyed_graph import differences, keyed_graph
 from lineage_assets.checks.marquez_graph import from_marquez
+from lineage_assets.jobs import CHECKS_JOB, DEPLOY_JOB
 from lineage_assets.lineage.identity import Pipeline
-from lineage_assets.lineage.marquez import MarquezClient
-from lineage_assets.main_jobs import CHECKS_JOB, DEPLOY_JOB
+from lineage_assets.lineage.marquez_client import MarquezClient
 
 COMPOSE_FILE = REPO_ROOT / "infra" / "compose" / "docker-compose.yml"
 PROJECT = "lineage-lab"

@@ -15,7 +15,7 @@ from infra.services.dagster import DagsterDev, dagster_cli
 from infra.services.iceberg_catalog import load_catalog
 from infra.settings import REPO_ROOT, StackSettings
 from lineage_assets.lineage.identity import Pipeline
-from lineage_assets.main_run import BATCH_SENSOR
+from lineage_assets.main_job import BATCH_SENSOR
 from lineage_assets.metadata import asset_key
 from lineage_assets.spark.new_orders_sensor import reported_snapshot
 

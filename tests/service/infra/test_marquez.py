@@ -19,7 +19,7 @@ import requests
 from infra import supervisor
 from infra.services.base import read_pid
 from infra.services.marquez import Marquez, MarquezWeb
-from lineage_assets.lineage.marquez import MarquezClient
+from lineage_assets.lineage.marquez_client import MarquezClient
 from lineage_assets.lineage.outbox import Drainer, Outbox
 
 RUNS = 20

@@ -29,7 +29,7 @@ from infra.services.dagster import DagsterDev
 from infra.settings import REPO_ROOT
 from lineage_assets.connect.assets import ORDERS_TOPIC
 from lineage_assets.lineage.identity import Pipeline
-from lineage_assets.lineage.marquez import MarquezClient
+from lineage_assets.lineage.marquez_client import MarquezClient
 from lineage_assets.lineage.outbox import Drainer, Outbox
 from lineage_assets.lineage.resource import LineageResource
 from lineage_assets.resources import build_resources

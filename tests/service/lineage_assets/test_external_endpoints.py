@@ -21,11 +21,11 @@ from openlineage.client.event_v2 import Job, Run, RunEvent, RunState
 from infra.artifacts import classpath
 from infra.services.base import java_binary
 from infra.settings import REPO_ROOT
-from lineage_assets.checks.verify import verify_and_render
+from lineage_assets.checks.drift_report import verify_and_render
 from lineage_assets.kafka.registry import RegistryError, latest_schema
 from lineage_assets.kafka.resource import KafkaResource
 from lineage_assets.kafka.topics import KafkaUnavailable, TopicError, TopicSpec, end_offsets, ensure_topic
-from lineage_assets.lineage.marquez import MarquezError
+from lineage_assets.lineage.marquez_client import MarquezError
 from lineage_assets.lineage.outbox import Outbox
 from lineage_assets.lineage.resource import LineageResource
 from lineage_assets.storage import IcebergResource

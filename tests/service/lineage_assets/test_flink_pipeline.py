@@ -32,11 +32,11 @@ from infra.services.base import read_pid
 from infra.services.flink import FlinkJobManager, FlinkTaskManager
 from lineage_assets.checks.asset_checks import build_lineage_checks
 from lineage_assets.connect.assets import ORDERS_TOPIC
-from lineage_assets.flink import iceberg_ingestion, supplier_stats
+from lineage_assets.flink import iceberg_ingestion_asset, supplier_stats_stream_asset
 from lineage_assets.flink.client import FlinkClient
 from lineage_assets.flink.sensor import build_flink_job_sensor
 from lineage_assets.kafka.topics import ensure_topic
-from lineage_assets.lineage.marquez import MarquezClient
+from lineage_assets.lineage.marquez_client import MarquezClient
 from lineage_assets.metadata import asset_key
 from tests.service.lineage_assets.conftest import (
     after_everything_in_orders,
@@ -60,7 +60,7 @@ POISON_SCHEMA = {  # a registered writer schema whose bid_time may be null
         {"name": "order_id", "type": "string"},
     ],
 }
-JOBS = (iceberg_ingestion.JOB, supplier_stats.JOB)
+JOBS = (iceberg_ingestion_asset.JOB, supplier_stats_stream_asset.JOB)
 TIMEOUT = 300
 
 
@@ -78,8 +78,8 @@ def pipeline(settings):
 
 def deploy_both(settings, resources, instance, pipeline) -> dict[str, dg.MaterializeResult]:
     assets = [
-        iceberg_ingestion.build_iceberg_ingestion_asset(pipeline, settings),
-        supplier_stats.build_supplier_stats_stream_asset(pipeline, settings),
+        iceberg_ingestion_asset.build_iceberg_ingestion_asset(pipeline, settings),
+        supplier_stats_stream_asset.build_supplier_stats_stream_asset(pipeline, settings),
     ]
     config = {
         "iceberg__default__orders": {"config": {"checkpoint_interval": "5 s"}},
@@ -88,8 +88,8 @@ def deploy_both(settings, resources, instance, pipeline) -> dict[str, dg.Materia
     result = dg.materialize(assets, resources=resources, instance=instance, run_config={"ops": config})
     assert result.success
     return {
-        iceberg_ingestion.JOB: result.asset_materializations_for_node("iceberg__default__orders")[0].metadata,
-        supplier_stats.JOB: result.asset_materializations_for_node("kafka__supplier_stats")[0].metadata,
+        iceberg_ingestion_asset.JOB: result.asset_materializations_for_node("iceberg__default__orders")[0].metadata,
+        supplier_stats_stream_asset.JOB: result.asset_materializations_for_node("kafka__supplier_stats")[0].metadata,
     }
 
 
@@ -251,7 +251,7 @@ def test_windows_and_iceberg_are_exact_and_poison_is_dead_lettered(settings, res
     token = orders_out.token.encode()
     stats_dlq = read_topic(
         settings,
-        supplier_stats.DLQ_TOPIC.name,
+        supplier_stats_stream_asset.DLQ_TOPIC.name,
         lambda m: (
             json.loads(m.value())["reason"] if token in base64.b64decode(json.loads(m.value())["raw_value"]) else None
         ),
@@ -260,7 +260,7 @@ def test_windows_and_iceberg_are_exact_and_poison_is_dead_lettered(settings, res
     )
     ingestion_dlq = read_topic(
         settings,
-        iceberg_ingestion.DLQ_TOPIC.name,
+        iceberg_ingestion_asset.DLQ_TOPIC.name,
         lambda m: (
             json.loads(m.value())["reason"]
             if json.loads(m.value())["record_key"] == f"poison-{orders_out.token}"
@@ -289,7 +289,7 @@ def dead_letter_reasons(settings, marker: str, want: int) -> dict[str, dict[byte
         return (raw, value["reason"]) if needle in raw else None
 
     found = {}
-    for job in (supplier_stats, iceberg_ingestion):
+    for job in (supplier_stats_stream_asset, iceberg_ingestion_asset):
         found[job.JOB] = dict(read_topic(settings, job.DLQ_TOPIC.name, letter, lambda f: len(f) >= want, timeout=120))
     return found
 
@@ -398,7 +398,10 @@ def test_a_killed_taskmanager_loses_and_duplicates_nothing(settings, resources, 
 def test_lineage_of_both_jobs_names_the_one_orders_topic(settings, resources, deployed, pipeline):
     events = outbox_events(resources["lineage"])
     orders = pipeline.dataset("kafka_orders")
-    for name, output_key in ((supplier_stats.JOB, "kafka_supplier_stats"), (iceberg_ingestion.JOB, "iceberg_orders")):
+    for name, output_key in (
+        (supplier_stats_stream_asset.JOB, "kafka_supplier_stats"),
+        (iceberg_ingestion_asset.JOB, "iceberg_orders"),
+    ):
         run_id = deployed[name]["openlineage/run_id"].value
         mine = [e for e in events if e["run"]["runId"] == run_id]
         assert [e["eventType"] for e in mine] == ["START", "RUNNING"], name
@@ -412,9 +415,11 @@ def test_lineage_of_both_jobs_names_the_one_orders_topic(settings, resources, de
         assert (out["namespace"], out["name"]) == (target.namespace, target.name)
         assert [f["name"] for f in out["facets"]["schema"]["fields"]] == list(target.column_names)
         assert set(out["facets"]["columnLineage"]["fields"]) == set(target.column_names)
-    start = next(e for e in events if e["run"]["runId"] == deployed[supplier_stats.JOB]["openlineage/run_id"].value)
+    start = next(
+        e for e in events if e["run"]["runId"] == deployed[supplier_stats_stream_asset.JOB]["openlineage/run_id"].value
+    )
     assert start["producer"].startswith("https://github.com/OpenLineage/OpenLineage"), "the Flink listener's START"
-    assert deployed[supplier_stats.JOB]["openlineage/start_sent_by"].value == "OpenLineage Flink listener"
+    assert deployed[supplier_stats_stream_asset.JOB]["openlineage/start_sent_by"].value == "OpenLineage Flink listener"
 
 
 def test_the_sensor_ends_both_runs_when_the_cluster_stops(settings, resources, deployed, instance, pipeline):
@@ -452,7 +457,7 @@ def run_state_check(settings, resources, instance, pipeline) -> dg.AssetCheckEva
     checks = [
         c for c in build_lineage_checks(pipeline, settings) if any(k.asset_key == asset_key(ds) for k in c.check_keys)
     ]
-    asset = iceberg_ingestion.build_iceberg_ingestion_asset(pipeline, settings)
+    asset = iceberg_ingestion_asset.build_iceberg_ingestion_asset(pipeline, settings)
     result = dg.materialize(
         [asset, *checks],
         selection=dg.AssetSelection.checks(dg.AssetCheckKey(asset_key(ds), "lineage_run_state_agrees")),

@@ -22,7 +22,7 @@ import requests
 
 from infra.services.flink import job_jars
 from infra.settings import StackSettings
-from lineage_assets.flink import iceberg_ingestion, supplier_stats
+from lineage_assets.flink import iceberg_ingestion_asset, supplier_stats_stream_asset
 from lineage_assets.flink.client import FlinkClient
 from lineage_assets.flink.sensor import build_flink_job_sensor
 from lineage_assets.lineage.identity import Pipeline
@@ -43,8 +43,11 @@ from tests.service.lineage_assets.test_flink_pipeline import (
 from tests.support.flink_cluster import FlinkSessionCluster
 
 REST_PORT, RPC_PORT = 8095, 6133
-JOBS = (iceberg_ingestion.JOB, supplier_stats.JOB)
-OPS = {iceberg_ingestion.JOB: "iceberg__default__orders", supplier_stats.JOB: "kafka__supplier_stats"}
+JOBS = (iceberg_ingestion_asset.JOB, supplier_stats_stream_asset.JOB)
+OPS = {
+    iceberg_ingestion_asset.JOB: "iceberg__default__orders",
+    supplier_stats_stream_asset.JOB: "kafka__supplier_stats",
+}
 STEP_MS = 20  # 250 orders per 5 s window
 
 
@@ -53,8 +56,8 @@ def deploy(settings, resources, instance, restore: dict[str, str]) -> dict[str, 
     savepoint in ``restore`` when it does not run there; job name -> the materialization's metadata."""
     pipeline = Pipeline.from_settings(settings)
     assets = [
-        iceberg_ingestion.build_iceberg_ingestion_asset(pipeline, settings),
-        supplier_stats.build_supplier_stats_stream_asset(pipeline, settings),
+        iceberg_ingestion_asset.build_iceberg_ingestion_asset(pipeline, settings),
+        supplier_stats_stream_asset.build_supplier_stats_stream_asset(pipeline, settings),
     ]
     config = {OPS[name]: {"config": {"restore_from": restore.get(name, "")}} for name in JOBS}
     result = dg.materialize(
@@ -233,7 +236,10 @@ def test_both_jobs_run_on_the_second_cluster_with_their_jars_uploaded(settings, 
     for name, savepoint in moved.to_away.items():
         assert restored[name]["is_savepoint"] and restored[name]["external_path"] == savepoint, restored[name]
     # the OpenLineage listener runs in the client that submits (its jar is in the client's lib/, not the cluster's)
-    assert moved.deployed[supplier_stats.JOB]["openlineage/start_sent_by"].value == "OpenLineage Flink listener"
+    assert (
+        moved.deployed[supplier_stats_stream_asset.JOB]["openlineage/start_sent_by"].value
+        == "OpenLineage Flink listener"
+    )
 
 
 def test_orders_from_before_during_and_after_the_move_arrive_exactly_once(settings, moved):
@@ -256,7 +262,10 @@ def test_the_sensor_tracks_both_jobs_on_the_second_cluster(moved):
         o.asset_key.to_user_string(): o.metadata for o in result.asset_events if isinstance(o, dg.AssetObservation)
     }
     assert set(observed) == {"iceberg/default/orders", "kafka/supplier_stats"}
-    for name, key in ((iceberg_ingestion.JOB, "iceberg/default/orders"), (supplier_stats.JOB, "kafka/supplier_stats")):
+    for name, key in (
+        (iceberg_ingestion_asset.JOB, "iceberg/default/orders"),
+        (supplier_stats_stream_asset.JOB, "kafka/supplier_stats"),
+    ):
         assert observed[key]["flink_job_id"].value == moved.deployed[name]["flink_job_id"].value
         assert observed[key]["state"].value == "RUNNING", observed[key]
         assert observed[key]["last_checkpoint"].value != "none", f"{name}: checkpoints on the second cluster"

@@ -15,7 +15,7 @@ from dagster._core.definitions.freshness import FreshnessState  # not exported b
 
 from lineage_assets.definitions import defs
 from lineage_assets.flink.client import FlinkClient
-from lineage_assets.lineage.marquez import MarquezClient
+from lineage_assets.lineage.marquez_client import MarquezClient
 from lineage_assets.metadata import asset_key
 
 #: the flink sensor's and the freshness daemon's intervals (30 s each), and slack for a loaded machine

@@ -11,7 +11,7 @@ import pytest
 import requests
 
 from lineage_assets.lineage.identity import DAGSTER_JOB, Pipeline
-from lineage_assets.lineage.marquez import MarquezClient, lineage_page
+from lineage_assets.lineage.marquez_client import MarquezClient, lineage_page
 
 pytestmark = pytest.mark.service
 

@@ -16,7 +16,7 @@ import pytest
 from pyiceberg.expressions import In
 
 from lineage_assets.definitions import defs
-from lineage_assets.main_jobs import STREAMING
+from lineage_assets.jobs import STREAMING
 from lineage_assets.metadata import asset_key
 from lineage_assets.source.orders import ensure_table
 from lineage_assets.spark.new_orders_sensor import CatalogUnavailable, build_supplier_stats_partition_sensor

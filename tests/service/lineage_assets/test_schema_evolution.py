@@ -22,7 +22,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from pyiceberg.expressions import EqualTo
 
 from lineage_assets.definitions import defs
-from lineage_assets.lineage.marquez import MarquezClient
+from lineage_assets.lineage.marquez_client import MarquezClient
 from lineage_assets.source.schema_guard import FUNCTION_PREFIX
 from tests.service.lineage_assets.conftest import after_everything_in_orders, read_topic, upstream_columns
 

@@ -22,7 +22,7 @@ from infra.services.iceberg_catalog import load_catalog
 from lineage_assets.definitions import defs
 from lineage_assets.flink.tables import ensure_orders_table
 from lineage_assets.lineage.identity import DAGSTER_JOB
-from lineage_assets.lineage.marquez import MarquezClient
+from lineage_assets.lineage.marquez_client import MarquezClient
 from lineage_assets.metadata import asset_key
 from tests.service.lineage_assets.conftest import ORDERS_ARROW, commit_retrying
 from tests.support.new_orders_pause import new_orders_sensor_paused

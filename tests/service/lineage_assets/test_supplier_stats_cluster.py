@@ -19,7 +19,7 @@ from infra.services.iceberg_catalog import load_catalog
 from lineage_assets.flink.tables import ensure_orders_table
 from lineage_assets.lineage.identity import SPARK_SUPPLIER_STATS_JOB as SPARK_JOB
 from lineage_assets.resources import build_resources
-from lineage_assets.spark.supplier_stats import build_supplier_stats_asset
+from lineage_assets.spark.supplier_stats_batch import build_supplier_stats_asset
 from tests.service.lineage_assets.conftest import ORDERS_ARROW, commit_retrying, outbox_events
 from tests.support.new_orders_pause import new_orders_sensor_paused
 from tests.support.spark_cluster import StandaloneCluster

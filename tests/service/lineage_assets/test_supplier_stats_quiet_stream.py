@@ -24,7 +24,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from flink_jobs import deployment
 from lineage_assets.connect.assets import ORDERS_TOPIC
 from lineage_assets.definitions import defs
-from lineage_assets.flink import supplier_stats
+from lineage_assets.flink import supplier_stats_stream_asset
 from lineage_assets.flink.client import FlinkClient
 from lineage_assets.metadata import asset_key
 from tests.service.lineage_assets.conftest import after_everything_in_orders
@@ -34,7 +34,7 @@ ORDERS = 30
 
 def script_constants() -> dict[str, int]:
     """The job's windowing constants, read from its script (the driver imports PyFlink, not installed here)."""
-    tree = ast.parse(supplier_stats.SPEC.script.read_text())
+    tree = ast.parse(supplier_stats_stream_asset.SPEC.script.read_text())
     return {
         target.id: ast.literal_eval(node.value)
         for node in tree.body
@@ -119,7 +119,7 @@ def test_a_quiet_stream_counts_every_order_in_time_and_a_late_one_is_dead_letter
     token = uuid.uuid4().hex[:10]
     supplier = f"Quiet-{token}"
     stats = Topic(settings, output)
-    dead = Topic(settings, supplier_stats.DLQ_TOPIC.name)
+    dead = Topic(settings, supplier_stats_stream_asset.DLQ_TOPIC.name)
     producer = Producer({"bootstrap.servers": settings.kafka_bootstrap, "linger.ms": 5})
 
     def order(n: int, bid: dt.datetime) -> dict:

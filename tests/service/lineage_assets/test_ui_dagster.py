@@ -20,7 +20,7 @@ import pytest
 from dagster._core.definitions.freshness import FreshnessState  # not exported by dagster yet
 
 from lineage_assets.lineage.identity import Pipeline
-from lineage_assets.main_run import BATCH_SENSOR
+from lineage_assets.main_job import BATCH_SENSOR
 from lineage_assets.metadata import asset_key
 
 pytestmark = pytest.mark.service

@@ -14,8 +14,8 @@ import lineage_assets.definitions as product
 from infra.settings import StackSettings
 from lineage_assets.checks.asset_checks import build_lineage_checks, build_streaming_checks_schedule
 from lineage_assets.checks.conservation import checked_hops
+from lineage_assets.checks.drift_report import expected_column_edges, verify
 from lineage_assets.checks.graph import LineageGraph
-from lineage_assets.checks.verify import expected_column_edges, verify
 from lineage_assets.conservation.hops import hops
 from lineage_assets.lineage import naming
 from lineage_assets.lineage.identity import DAGSTER_JOB, Column, ColumnSource, Dataset, Job, Pipeline, Symlink

@@ -15,7 +15,7 @@ import pytest
 
 from lineage_assets.checks.asset_checks import CHECKS, build_lineage_checks
 from lineage_assets.lineage.identity import Pipeline
-from lineage_assets.lineage.marquez import MarquezClient
+from lineage_assets.lineage.marquez_client import MarquezClient
 from lineage_assets.metadata import asset_key
 from lineage_assets.resources import build_resources
 

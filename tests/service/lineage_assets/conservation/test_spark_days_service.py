@@ -18,7 +18,7 @@ from lineage_assets.conservation.hops import hops
 from lineage_assets.conservation.store import CountStore
 from lineage_assets.conservation.stores import Stores
 from lineage_assets.lineage.identity import SPARK_SUPPLIER_STATS_JOB, Pipeline
-from lineage_assets.spark.supplier_stats import build_supplier_stats_asset
+from lineage_assets.spark.supplier_stats_batch import build_supplier_stats_asset
 from tests.service.lineage_assets.conftest import commit_retrying, deliver, outbox_events
 from tests.support.new_orders_pause import new_orders_sensor_paused
 

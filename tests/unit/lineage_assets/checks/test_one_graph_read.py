@@ -18,7 +18,7 @@ from lineage_assets.checks.marquez_graph import from_marquez
 from lineage_assets.connect.resource import ConnectResource
 from lineage_assets.flink.resource import FlinkResource
 from lineage_assets.lineage.identity import Pipeline
-from lineage_assets.lineage.marquez import MarquezClient
+from lineage_assets.lineage.marquez_client import MarquezClient
 from lineage_assets.lineage.resource import LineageResource
 from lineage_assets.metadata import asset_key
 

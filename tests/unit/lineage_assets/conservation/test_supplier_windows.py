@@ -34,7 +34,7 @@ def test_time_helpers_match_the_jobs_format() -> None:
 
 
 def test_constants_are_the_jobs() -> None:
-    script = (Path(__file__).parents[4] / "flink_jobs" / "supplier_stats.py").read_text()
+    script = (Path(__file__).parents[4] / "flink_jobs" / "supplier_stats_job.py").read_text()
 
     def const(name: str) -> str:
         return re.search(rf"^{name} = (.+)$", script, re.M).group(1).strip().strip('"')

@@ -9,8 +9,8 @@ import pytest
 from flink_jobs import deployment
 from lineage_assets.flink.client import FlinkClient, FlinkJob
 from lineage_assets.flink.deploy import VERSION_PARAMETER, FlinkJobSpec, check_running, plan_start
-from lineage_assets.flink.iceberg_ingestion import IcebergIngestionConfig
-from lineage_assets.flink.supplier_stats import SupplierStatsConfig
+from lineage_assets.flink.iceberg_ingestion_asset import IcebergIngestionConfig
+from lineage_assets.flink.supplier_stats_stream_asset import SupplierStatsConfig
 
 SPEC = FlinkJobSpec("iceberg-ingestion", None)  # type: ignore[arg-type]  # the script is not read here
 

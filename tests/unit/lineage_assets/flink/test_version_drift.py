@@ -32,17 +32,20 @@ def test_a_job_without_a_version_warns():
 
 def test_the_checked_jobs_are_the_identity_modules_flink_jobs_with_their_outputs():
     from infra.settings import StackSettings
-    from lineage_assets.flink import iceberg_ingestion, supplier_stats
+    from lineage_assets.flink import iceberg_ingestion_asset, supplier_stats_stream_asset
     from lineage_assets.flink.suspension import specs
     from lineage_assets.flink.version_drift import checkout_jobs
     from lineage_assets.lineage.identity import Pipeline
 
     pipeline = Pipeline.from_settings(StackSettings())
     assert checkout_jobs(pipeline) == {
-        "iceberg-ingestion": (iceberg_ingestion.SPEC, "iceberg_orders"),
-        "supplier-stats": (supplier_stats.SPEC, "kafka_supplier_stats"),
+        "iceberg-ingestion": (iceberg_ingestion_asset.SPEC, "iceberg_orders"),
+        "supplier-stats": (supplier_stats_stream_asset.SPEC, "kafka_supplier_stats"),
     }
-    assert specs(pipeline) == {"iceberg-ingestion": iceberg_ingestion.SPEC, "supplier-stats": supplier_stats.SPEC}
+    assert specs(pipeline) == {
+        "iceberg-ingestion": iceberg_ingestion_asset.SPEC,
+        "supplier-stats": supplier_stats_stream_asset.SPEC,
+    }
 
 
 def test_a_flink_job_of_the_identity_module_without_code_fails_at_load(monkeypatch):

@@ -142,10 +142,14 @@ def test_a_name_with_a_later_digit_and_no_colon_is_fine(pipeline, name):
 
 def test_the_topics_keep_a_week_and_the_dead_letters_four():
     from lineage_assets.connect import assets as connect_assets
-    from lineage_assets.flink import iceberg_ingestion, supplier_stats
+    from lineage_assets.flink import iceberg_ingestion_asset, supplier_stats_stream_asset
 
     assert connect_assets.ORDERS_TOPIC.retention_ms == 604_800_000  # 7 * 86,400,000
-    dead_letter_topics = (connect_assets.DLQ_TOPIC, iceberg_ingestion.DLQ_TOPIC, supplier_stats.DLQ_TOPIC)
+    dead_letter_topics = (
+        connect_assets.DLQ_TOPIC,
+        iceberg_ingestion_asset.DLQ_TOPIC,
+        supplier_stats_stream_asset.DLQ_TOPIC,
+    )
     assert [t.retention_ms for t in dead_letter_topics] == [2_419_200_000] * 3  # 28 days
 
 

@@ -11,7 +11,7 @@ from infra.settings import StackSettings
 from lineage_assets.definitions import defs, pipeline
 from lineage_assets.freshness import caught_up_materialization_due
 from lineage_assets.metadata import asset_key
-from lineage_assets.spark.supplier_stats import SPARK_POOL
+from lineage_assets.spark.supplier_stats_batch import SPARK_POOL
 
 
 def test_the_finalising_schedule_asks_for_yesterday():

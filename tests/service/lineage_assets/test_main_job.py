@@ -20,11 +20,11 @@ import pytest
 import requests
 from openlineage.client.serde import Serde
 
-from lineage_assets.checks.verify import verify_and_render
+from lineage_assets.checks.drift_report import verify_and_render
 from lineage_assets.kafka.observed import observed_event_builder
 from lineage_assets.lineage.events import EventBuilder, RunState
 from lineage_assets.lineage.identity import DAGSTER_JOB
-from lineage_assets.lineage.marquez import MarquezClient
+from lineage_assets.lineage.marquez_client import MarquezClient
 from lineage_assets.lineage.outbox import Outbox
 from lineage_assets.metadata import asset_key
 from tests.service.lineage_assets.conftest import upstream_columns

@@ -1,8 +1,8 @@
 import dagster as dg
 
 from infra.settings import StackSettings
+from lineage_assets.jobs import DEPLOY_JOB, STREAMING, build_main_jobs
 from lineage_assets.lineage.identity import Pipeline
-from lineage_assets.main_jobs import DEPLOY_JOB, STREAMING, build_main_jobs
 
 
 def test_the_main_job_deploys_the_streaming_side_but_not_the_batch_table():

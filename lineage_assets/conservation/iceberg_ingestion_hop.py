@@ -33,7 +33,7 @@ from flink_jobs import deployment
 from lineage_assets.conservation.balance import HopBalance, OtherWriter, StoreUnavailable
 from lineage_assets.conservation.hops import Hop
 from lineage_assets.conservation.stores import Stores
-from lineage_assets.flink.iceberg_ingestion import CONSUMER_GROUP
+from lineage_assets.flink.iceberg_ingestion_asset import CONSUMER_GROUP
 
 JOB = "iceberg-ingestion"
 #: facts (CountStore) this reader keeps: one per snapshot classified, the last head seen and the history resets

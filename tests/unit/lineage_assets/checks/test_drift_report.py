@@ -1,8 +1,8 @@
 """The drift report and the picture, on graphs rebuilt from hand-written OpenLineage events of the reference lab's
 data flow (tests/unit/lineage_assets/checks/reference_lineage.py), changed by hand to make each kind of drift."""
 
+from lineage_assets.checks.drift_report import actual_column_edges, render_html, verify
 from lineage_assets.checks.graph import LineageGraph
-from lineage_assets.checks.verify import actual_column_edges, render_html, verify
 from tests.unit.lineage_assets.checks.reference_lineage import (
     ARCHIVE,
     COLUMN_EDGES,

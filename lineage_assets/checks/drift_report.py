@@ -16,7 +16,7 @@ from lineage_assets.checks import compare
 from lineage_assets.checks.graph import Identity, LineageGraph
 from lineage_assets.checks.marquez_graph import from_marquez
 from lineage_assets.lineage.identity import Pipeline
-from lineage_assets.lineage.marquez import MarquezClient
+from lineage_assets.lineage.marquez_client import MarquezClient
 from lineage_assets.lineage.outbox import Outbox
 
 

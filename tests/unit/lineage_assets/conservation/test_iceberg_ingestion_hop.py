@@ -8,7 +8,7 @@ import json
 from infra.settings import StackSettings
 from lineage_assets.conservation.balance import HopBalance, OtherWriter
 from lineage_assets.conservation.hops import hops
-from lineage_assets.conservation.iceberg_ingestion import (
+from lineage_assets.conservation.iceberg_ingestion_hop import (
     DeadLetterTally,
     Figures,
     Look,
@@ -235,7 +235,7 @@ def test_assemble_reports_a_deletion_as_missing():
 
 
 def test_assemble_names_resets_foreign_dead_letters_and_breaks():
-    from lineage_assets.conservation.iceberg_ingestion import HistoryReset
+    from lineage_assets.conservation.iceberg_ingestion_hop import HistoryReset
 
     tally = DeadLetterTally(
         below={0: 3}, foreign=2, foreign_examples=["orders-dlq-flink[0]@4", "orders-dlq-flink[0]@5"]
@@ -269,7 +269,7 @@ class _DownCatalog:
 
 def test_a_catalog_that_does_not_answer_is_store_unavailable_naming_it():
     from lineage_assets.conservation.balance import StoreUnavailable
-    from lineage_assets.conservation.iceberg_ingestion import _load_table
+    from lineage_assets.conservation.iceberg_ingestion_hop import _load_table
 
     try:
         _load_table(_DownCatalog(), "default.orders")

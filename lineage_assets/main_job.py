@@ -24,11 +24,11 @@ import dagster as dg
 from infra.progress import Steps
 from infra.services.dagster import DagsterDev, dagster_cli
 from infra.settings import REPO_ROOT, StackSettings
-from lineage_assets.checks.verify import verify_and_render
+from lineage_assets.checks.drift_report import verify_and_render
 from lineage_assets.connect.client import ConnectClient, ConnectError
-from lineage_assets.lineage.marquez import MarquezError, lineage_page
+from lineage_assets.jobs import CHECKS_JOB, DEPLOY_JOB
+from lineage_assets.lineage.marquez_client import MarquezError, lineage_page
 from lineage_assets.lineage.outbox import Outbox
-from lineage_assets.main_jobs import CHECKS_JOB, DEPLOY_JOB
 from lineage_assets.metadata import asset_key
 from lineage_assets.spark.new_orders_sensor import SUPPLIER_STATS_DAYS_JOB
 
@@ -47,7 +47,7 @@ class PipelineError(RuntimeError):
     """A step of the main job failed; the message says which and where to look."""
 
 
-def run_pipeline(settings: StackSettings, orders: int = 200, out: TextIO | None = None) -> bool:
+def run_main_job(settings: StackSettings, orders: int = 200, out: TextIO | None = None) -> bool:
     """Run every step, printing one line per step (duration, result; warnings and failures in full) to ``out``
     (stdout); returns whether no asset check failed and the drift report passed. A step that fails raises
     PipelineError after its error has been printed."""

@@ -16,7 +16,7 @@ JOB = "iceberg-ingestion"
 CONSUMER_GROUP = CONSUMER_GROUPS[JOB]
 SPEC = FlinkJobSpec(
     JOB,
-    JOBS_DIR / "iceberg_ingestion.py",
+    JOBS_DIR / "iceberg_ingestion_job.py",
     lost_without_state="the Iceberg commit of the last checkpoint, whose rows may then be written twice or never",
 )
 DLQ_TOPIC = TopicSpec(DEAD_LETTER_TOPICS[JOB], partitions=1, retention_ms=DEAD_LETTER_RETENTION_MS)

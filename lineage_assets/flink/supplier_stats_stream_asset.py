@@ -24,7 +24,7 @@ from lineage_assets.lineage.identity import (
 JOB = "supplier-stats"
 SPEC = FlinkJobSpec(
     JOB,
-    JOBS_DIR / "supplier_stats.py",
+    JOBS_DIR / "supplier_stats_job.py",
     lost_without_state="the windows open when the job stopped: their orders are then counted in no window",
 )
 DLQ_TOPIC = TopicSpec(DEAD_LETTER_TOPICS[JOB], partitions=1, retention_ms=DEAD_LETTER_RETENTION_MS)
