@@ -1,4 +1,4 @@
-"""``lineage-lab``: run the embedded stack and resolve its artifacts; run the pipeline on it, and ask its lineage.
+"""The stack's commands of ``lineage-lab``: run the embedded stack and resolve its artifacts.
 
 lineage-lab stack up [SERVICE ...]       start (in order) what is not running; idempotent
 lineage-lab stack down                   stop everything lineage-lab started, nothing else
@@ -6,13 +6,11 @@ lineage-lab stack status                 each service with port, pid and health
 lineage-lab stack logs [SERVICE] [-n N] [-f]
 lineage-lab service run|health SERVICE   one service in the foreground, as a container's main process
 lineage-lab artifacts resolve|list       JVM artifacts of infra/artifacts.toml
-lineage-lab lineage outbox [--flush]     the lineage outbox; --flush delivers what is queued
-lineage-lab lineage drain|graph          deliver the outbox continuously; the graph in Marquez by identity (JSON)
-lineage-lab pipeline run [--orders N]    the main job: deploy, orders, Iceberg, supplier_stats, checks, verify
-lineage-lab verify [--html PATH]         Dagster's graph vs the lineage graph, side by side; exit 1 on drift
-lineage-lab impact DATASET[.COLUMN]      what a change would touch downstream, from Marquez's lineage
-lineage-lab reconcile [--deep] [--job J] every hop's records accounted for; exit 1 on loss or duplication
 """
+
+# The entry point is lineage_assets/cli.py: it mounts these commands, then the app's, and hands `stack up` /
+# `stack down` the app's steps as StackHooks. infra imports nothing of the app; `python -m infra.cli` runs the stack's
+# commands alone, without hooks.
 
 from __future__ import annotations
 
@@ -20,16 +18,30 @@ import argparse
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from infra import artifacts, supervisor
 from infra.kafka_connection import KafkaConnection
 from infra.services import build_stack, select
 from infra.services.base import ServiceError, read_pid
 from infra.settings import SettingsError, StackSettings
-from lineage_assets import cli as app_cli  # the app's commands, mounted below the stack's
+
+Handler = Callable[[argparse.Namespace, StackSettings], int]
 
 
-def _stack(args: argparse.Namespace, settings: StackSettings) -> int:
+@dataclass(frozen=True)
+class StackHooks:
+    """What ``stack up`` and ``stack down`` do for the app around the Flink services (absent: nothing)."""
+
+    #: after the Flink services started: resume what ``before_flink_down`` suspended; the errors, if any
+    on_flink_up: Callable[[StackSettings], list[str]] | None = None
+    #: before a running Flink JobManager stops: suspend the jobs (a failure never blocks the stop)
+    before_flink_down: Callable[[StackSettings], None] | None = None
+
+
+def stack(args: argparse.Namespace, settings: StackSettings, hooks: StackHooks = StackHooks()) -> int:
+    """``lineage-lab stack up|down|status|logs``."""
     services = build_stack(settings)
     external = settings.external()
     if args.action == "up":
@@ -50,17 +62,19 @@ def _stack(args: argparse.Namespace, settings: StackSettings) -> int:
             f"All healthy in {time.monotonic() - started:.1f}s ({len(running)} already running, "
             f"{len(chosen) - len(running)} started). `lineage-lab stack status` shows them."
         )
-        if {"flink-jobmanager", "flink-taskmanager"} <= {s.name for s in chosen}:  # the jobs `stack down` suspended
-            errors = app_cli.resume_flink_jobs(settings)
+        flink_up = {"flink-jobmanager", "flink-taskmanager"} <= {s.name for s in chosen}
+        if hooks.on_flink_up and flink_up:  # the jobs `stack down` suspended
+            errors = hooks.on_flink_up(settings)
             for error in errors:
                 print(f"  flink: {error}", file=sys.stderr)
             if errors:
                 return 1
     elif args.action == "down":
-        if "flink-jobmanager" not in external and any(s.name == "flink-jobmanager" and read_pid(s) for s in services):
+        flink_running = any(s.name == "flink-jobmanager" and read_pid(s) for s in services)
+        if hooks.before_flink_down and "flink-jobmanager" not in external and flink_running:
             print("Suspending the pipeline's Flink jobs (savepoints; `stack up` resumes them)")
             try:
-                app_cli.suspend_flink_jobs(settings)
+                hooks.before_flink_down(settings)
             except Exception as exc:  # a stop must never be blocked: the jobs' retained checkpoints remain
                 print(f"  flink: suspending failed ({exc}); the next deploy starts from the retained checkpoints")
         supervisor.down(services)
@@ -108,10 +122,8 @@ def _artifacts(args: argparse.Namespace, settings: StackSettings) -> int:
     return 0
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="lineage-lab", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    sub = p.add_subparsers(dest="command", required=True)
-
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    """Add the stack's commands (stack, service, artifacts) to a ``lineage-lab`` parser's subcommands."""
     stack = sub.add_parser("stack", help="the embedded stack of services")
     stack_sub = stack.add_subparsers(dest="action", required=True)
     up = stack_sub.add_parser("up", help="start services in order (all by default)")
@@ -135,26 +147,39 @@ def parser() -> argparse.ArgumentParser:
     res.add_argument("bundles", nargs="*")
     arts_sub.add_parser("list", help="bundles, their artifacts, and whether they are resolved")
 
-    app_cli.add_commands(sub)  # lineage, pipeline, verify, impact, reconcile
+
+#: the stack's commands, by name; ``stack`` here without hooks
+HANDLERS: dict[str, Handler] = {"stack": stack, "service": _service, "artifacts": _artifacts}
+
+
+def parser(
+    description: str | None = __doc__, more: Callable[[argparse._SubParsersAction], None] | None = None
+) -> argparse.ArgumentParser:
+    """The ``lineage-lab`` parser: the stack's commands, then those ``more`` adds."""
+    p = argparse.ArgumentParser(
+        prog="lineage-lab", description=description, formatter_class=argparse.RawTextHelpFormatter
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+    add_commands(sub)
+    if more:
+        more(sub)
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+def run(args: argparse.Namespace, handlers: dict[str, Handler]) -> int:
+    """Run the parsed command with the environment's settings; the stack's errors exit 2, Ctrl-C 130."""
     try:
-        settings = StackSettings.from_env()
-        handler = {
-            "stack": _stack,
-            "service": _service,
-            "artifacts": _artifacts,
-            **app_cli.HANDLERS,
-        }[args.command]
-        return handler(args, settings)
+        return handlers[args.command](args, StackSettings.from_env())
     except (ServiceError, artifacts.ArtifactError, SettingsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The stack's commands alone (``python -m infra.cli``); ``lineage-lab`` is lineage_assets.cli:main."""
+    return run(parser().parse_args(argv), HANDLERS)
 
 
 if __name__ == "__main__":

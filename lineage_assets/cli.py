@@ -1,7 +1,22 @@
-"""The app's commands of ``lineage-lab`` (lineage, pipeline, verify, impact, reconcile), and what ``stack up`` and
-``stack down`` ask of the app: they need the pipeline's code, so they live above infra; infra/cli.py (the entry point,
-on top of both) mounts them, and its docstring is the help of every command.
+"""``lineage-lab``: run the embedded stack and resolve its artifacts; run the pipeline on it, and ask its lineage.
+
+lineage-lab stack up [SERVICE ...]       start (in order) what is not running; idempotent
+lineage-lab stack down                   stop everything lineage-lab started, nothing else
+lineage-lab stack status                 each service with port, pid and health
+lineage-lab stack logs [SERVICE] [-n N] [-f]
+lineage-lab service run|health SERVICE   one service in the foreground, as a container's main process
+lineage-lab artifacts resolve|list       JVM artifacts of infra/artifacts.toml
+lineage-lab lineage outbox [--flush]     the lineage outbox; --flush delivers what is queued
+lineage-lab lineage drain|graph          deliver the outbox continuously; the graph in Marquez by identity (JSON)
+lineage-lab pipeline run [--orders N]    the main job: deploy, orders, Iceberg, supplier_stats, checks, verify
+lineage-lab verify [--html PATH]         Dagster's graph vs the lineage graph, side by side; exit 1 on drift
+lineage-lab impact DATASET[.COLUMN]      what a change would touch downstream, from Marquez's lineage
+lineage-lab reconcile [--deep] [--job J] every hop's records accounted for; exit 1 on loss or duplication
 """
+
+# The entry point (`lineage-lab`, `python -m lineage_assets.cli`), on top of the house: infra/cli.py's stack commands,
+# then the app's (lineage, pipeline, verify, impact, reconcile); `stack up` / `stack down` get the app's Flink steps
+# as hooks. This docstring is the help of every command.
 
 from __future__ import annotations
 
@@ -9,6 +24,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
+from infra import cli as stack_cli
 from infra.settings import StackSettings
 
 
@@ -213,7 +229,7 @@ def _pipeline(args: argparse.Namespace, settings: StackSettings) -> int:
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
-    """Add the app's commands to the ``lineage-lab`` parser's subcommands (after the stack's, as before)."""
+    """Add the app's commands to the ``lineage-lab`` parser's subcommands (after the stack's)."""
     lineage = sub.add_parser("lineage", help="lineage delivery")
     lineage_sub = lineage.add_subparsers(dest="action", required=True)
     outbox = lineage_sub.add_parser("outbox", help="show the outbox; --flush delivers what is queued")
@@ -266,7 +282,17 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     )
 
 
+#: what `stack up` and `stack down` do for the pipeline's Flink jobs
+STACK_HOOKS = stack_cli.StackHooks(on_flink_up=resume_flink_jobs, before_flink_down=suspend_flink_jobs)
+
+
+def _stack(args: argparse.Namespace, settings: StackSettings) -> int:
+    return stack_cli.stack(args, settings, STACK_HOOKS)
+
+
 HANDLERS: dict[str, Callable[[argparse.Namespace, StackSettings], int]] = {
+    **stack_cli.HANDLERS,
+    "stack": _stack,
     "lineage": _lineage,
     "verify": _verify,
     "pipeline": _pipeline,
@@ -275,7 +301,22 @@ HANDLERS: dict[str, Callable[[argparse.Namespace, StackSettings], int]] = {
 }
 
 
-if __name__ == "__main__":  # `python -m lineage_assets.cli [--shell]`: the endpoints for scripts (scripts/run.sh)
-    from infra.endpoints import main
+def parser() -> argparse.ArgumentParser:
+    """The whole ``lineage-lab`` parser: the stack's commands, then the app's."""
+    return stack_cli.parser(__doc__, add_commands)
 
-    main(sys.argv[1:], endpoints)
+
+def main(argv: list[str] | None = None) -> int:
+    """``lineage-lab``: every command, ``stack up`` / ``stack down`` with the app's hooks."""
+    return stack_cli.run(parser().parse_args(argv), HANDLERS)
+
+
+if __name__ == "__main__":
+    # `python -m lineage_assets.cli COMMAND ...` is `lineage-lab COMMAND ...`; with no command, or only --shell, it
+    # prints the endpoints for scripts (scripts/run.sh evaluates `--shell`)
+    if sys.argv[1:] in ([], ["--shell"]):
+        from infra.endpoints import main as print_endpoints
+
+        print_endpoints(sys.argv[1:], endpoints)
+    else:
+        sys.exit(main())

@@ -94,7 +94,7 @@ def pipeline_ran(settings) -> str:
     its lineage in Marquez), as `lineage-lab pipeline run` (a process of its own, this session's environment);
     what it printed, stdout and stderr interleaved."""
     ran = subprocess.run(
-        [sys.executable, "-m", "infra.cli", "pipeline", "run", "--orders", "100"],
+        [sys.executable, "-m", "lineage_assets.cli", "pipeline", "run", "--orders", "100"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

@@ -32,7 +32,7 @@ from lineage_assets.storage import IcebergResource
 from tests.service.lineage_assets.conftest import TEST_JOB_NAMESPACE
 from tests.service.lineage_assets.secured import SASL_PASSWORD, SASL_USER, AuthGate, SaslKafka, free_port
 
-CLI = [sys.executable, "-m", "infra.cli"]
+CLI = [sys.executable, "-m", "lineage_assets.cli"]
 
 
 def _run_cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
