@@ -23,8 +23,9 @@ Timing, medians of ``--runs``:
 
 - verify: ``verify_and_render`` in-process, the code path of `lineage-lab verify` and the main job's verify step
   (the picture goes to a temporary file);
-- each asset check definition of ``definitions.defs`` through ``dg.materialize`` (as tests/service do), one run
-  each, and all of them in one run; an ephemeral Dagster instance, the stack's outbox read as the checks read it;
+- each asset check definition of ``build_definitions(settings)`` through ``dg.materialize`` (as tests/service do),
+  one run each, and all of them in one run; an ephemeral Dagster instance, the stack's outbox read as the checks
+  read it;
 - the product's checks jobs (``run_asset_checks``: what the main job's "asset checks" step runs;
   ``streaming_lineage_checks``: the 5-minute schedule's) submitted to the running Dagster webserver and run by its
   run launcher and multiprocess executor, as the UI and the schedule run them: each step's own duration (Dagster's
@@ -396,8 +397,9 @@ def time_verify(settings: StackSettings, runs: int, directory: Path) -> Row:
 
 
 def time_checks(settings: StackSettings, runs: int) -> list[Row]:
-    from lineage_assets.definitions import defs
+    from lineage_assets.definitions import build_definitions
 
+    defs = build_definitions(settings)
     assets, checks = list(defs.assets), list(defs.asset_checks)
     resources = build_resources(settings)  # the stack's outbox: the checks only read it, as they do in the stack
 
@@ -534,8 +536,9 @@ def check_keys(instance: dg.DagsterInstance, run_id: str, kind: dg.DagsterEventT
 def time_sensors(settings: StackSettings, runs: int, directory: Path, which: str) -> list[Row]:
     from dagster._core.scheduler.instigation import InstigatorType
 
-    from lineage_assets.definitions import defs
+    from lineage_assets.definitions import build_definitions
 
+    defs = build_definitions(settings)
     resources = {
         **build_resources(settings),
         "lineage": LineageResource(

@@ -219,10 +219,11 @@ def _reconcile(args: argparse.Namespace, settings: StackSettings) -> int:
 
 
 def _pipeline(args: argparse.Namespace, settings: StackSettings) -> int:
+    from lineage_assets.definitions import build_definitions
     from lineage_assets.main_job import PipelineError, run_main_job
 
     try:
-        return 0 if run_main_job(settings, orders=args.orders) else 1
+        return 0 if run_main_job(build_definitions(settings), settings, orders=args.orders) else 1
     except PipelineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -1,4 +1,8 @@
-"""The lineage_assets code location: every asset, job and sensor of the pipeline, wired to the stack's resources."""
+"""The lineage_assets code location: every asset, job and sensor of the pipeline, wired to the stack's resources.
+
+``build_definitions(settings)`` builds them all from the settings it is given; the module-level ``defs`` (the
+environment's settings) exists only for Dagster's loaders (workspace.yaml, ``dg``, ``dagster dev``): code and tests
+call ``build_definitions`` instead."""
 
 from __future__ import annotations
 
@@ -25,31 +29,36 @@ from lineage_assets.spark.new_orders_sensor import build_supplier_stats_partitio
 from lineage_assets.spark.schedules import build_finalise_yesterday_schedule
 from lineage_assets.spark.supplier_stats_batch import build_supplier_stats_asset
 
-settings = StackSettings.from_env()
-pipeline = Pipeline.from_settings(settings)
-latest_checks = build_latest_state_checks(pipeline, settings)
 
-defs = dg.Definitions(
-    assets=[
-        *build_connect_assets(pipeline, settings),
-        build_supplier_stats_stream_asset(pipeline, settings),
-        build_iceberg_ingestion_asset(pipeline, settings),
-        build_supplier_stats_asset(pipeline),
-        *build_dead_letter_specs(pipeline),
-    ],
-    asset_checks=[
-        *build_lineage_checks(pipeline, settings),
-        build_dead_letter_share_check(pipeline, settings),
-        *build_version_drift_checks(pipeline, settings),
-        *build_conservation_checks(pipeline, settings),
-    ],
-    jobs=[generate_orders_job, build_verify_job(settings), *build_main_jobs(pipeline)],
-    schedules=[build_streaming_checks_schedule(pipeline), build_finalise_yesterday_schedule(pipeline)],
-    sensors=[
-        build_connector_sensor(pipeline, settings=settings, latest_checks=latest_checks),
-        build_flink_job_sensor(pipeline, settings, latest_checks=latest_checks),
-        build_supplier_stats_partition_sensor(pipeline),
-        build_dead_letter_sensor(pipeline),
-    ],
-    resources=build_resources(settings),
-)
+def build_definitions(settings: StackSettings) -> dg.Definitions:
+    """Every asset, check, job, schedule and sensor of the pipeline, and the resources, for these settings."""
+    pipeline = Pipeline.from_settings(settings)
+    latest_checks = build_latest_state_checks(pipeline, settings)
+    return dg.Definitions(
+        assets=[
+            *build_connect_assets(pipeline, settings),
+            build_supplier_stats_stream_asset(pipeline, settings),
+            build_iceberg_ingestion_asset(pipeline, settings),
+            build_supplier_stats_asset(pipeline),
+            *build_dead_letter_specs(pipeline),
+        ],
+        asset_checks=[
+            *build_lineage_checks(pipeline, settings),
+            build_dead_letter_share_check(pipeline, settings),
+            *build_version_drift_checks(pipeline, settings),
+            *build_conservation_checks(pipeline, settings),
+        ],
+        jobs=[generate_orders_job, build_verify_job(settings), *build_main_jobs(pipeline)],
+        schedules=[build_streaming_checks_schedule(pipeline), build_finalise_yesterday_schedule(pipeline)],
+        sensors=[
+            build_connector_sensor(pipeline, settings=settings, latest_checks=latest_checks),
+            build_flink_job_sensor(pipeline, settings, latest_checks=latest_checks),
+            build_supplier_stats_partition_sensor(pipeline),
+            build_dead_letter_sensor(pipeline),
+        ],
+        resources=build_resources(settings),
+    )
+
+
+#: for Dagster's loaders only (workspace.yaml, dg, dagster dev): the environment's settings, read at import
+defs = build_definitions(StackSettings.from_env())

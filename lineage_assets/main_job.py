@@ -27,6 +27,7 @@ from infra.settings import REPO_ROOT, StackSettings
 from lineage_assets.checks.drift_report import verify_and_render
 from lineage_assets.connect.client import ConnectClient, ConnectError
 from lineage_assets.jobs import CHECKS_JOB, DEPLOY_JOB
+from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.lineage.marquez_client import MarquezError, lineage_page
 from lineage_assets.lineage.outbox import Outbox
 from lineage_assets.metadata import asset_key
@@ -47,12 +48,11 @@ class PipelineError(RuntimeError):
     """A step of the main job failed; the message says which and where to look."""
 
 
-def run_main_job(settings: StackSettings, orders: int = 200, out: TextIO | None = None) -> bool:
-    """Run every step, printing one line per step (duration, result; warnings and failures in full) to ``out``
-    (stdout); returns whether no asset check failed and the drift report passed. A step that fails raises
-    PipelineError after its error has been printed."""
-    from lineage_assets.definitions import defs, pipeline
-
+def run_main_job(defs: dg.Definitions, settings: StackSettings, orders: int = 200, out: TextIO | None = None) -> bool:
+    """Run every step of ``defs`` (built from ``settings`` by the caller), printing one line per step (duration,
+    result; warnings and failures in full) to ``out`` (stdout); returns whether no asset check failed and the drift
+    report passed. A step that fails raises PipelineError after its error has been printed."""
+    pipeline = Pipeline.from_settings(settings)
     steps = Steps(out, width=30)
     runs = _runner(settings, defs)
     try:

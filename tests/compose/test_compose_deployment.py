@@ -106,8 +106,9 @@ def test_each_run_of_the_main_job_ran_in_a_container_of_its_own(client, instance
 
 
 def test_every_asset_check_passed_in_the_main_job(instance):
-    from lineage_assets.definitions import defs
+    from lineage_assets.definitions import build_definitions
 
+    defs = build_definitions(StackSettings.from_env())
     run = instance.get_runs(filters=dg.RunsFilter(job_name=CHECKS_JOB, statuses=[dg.DagsterRunStatus.SUCCESS]))[0]
     records = instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION).records
     evaluations = [r.event_log_entry.dagster_event.event_specific_data for r in records]

@@ -14,9 +14,12 @@ import requests
 from pyiceberg.expressions import In
 
 from infra.services.iceberg_catalog import load_catalog
-from lineage_assets.definitions import defs
+from infra.settings import StackSettings
+from lineage_assets.definitions import build_definitions
 from lineage_assets.source.orders import ensure_table
 from tests.service.lineage_assets.test_ui_dagster import ARTIFACTS, open_page
+
+defs = build_definitions(StackSettings.from_env())
 
 pytestmark = pytest.mark.service
 

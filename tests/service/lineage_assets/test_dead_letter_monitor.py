@@ -16,7 +16,8 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from lineage_assets.definitions import defs
+from infra.settings import StackSettings
+from lineage_assets.definitions import build_definitions
 from lineage_assets.jobs import STREAMING
 from lineage_assets.kafka.dead_letter_monitor import build_dead_letter_sensor, build_dead_letter_share_check
 from lineage_assets.kafka.topics import end_offsets
@@ -24,6 +25,8 @@ from lineage_assets.lineage.identity import DEAD_LETTER_TOPICS
 from lineage_assets.metadata import asset_key
 from lineage_assets.source.generator import generate_orders_job
 from tests.service.lineage_assets.conftest import wait_until_quiet
+
+defs = build_definitions(StackSettings.from_env())
 
 GOOD, POISON = 1000, 50
 

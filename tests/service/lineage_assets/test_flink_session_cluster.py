@@ -124,11 +124,13 @@ def move_back(move: Move) -> dict[str, str]:
     move.to_home.update(stop_all(FlinkClient(move.away)))
     jids = {}
     if any(FlinkClient(move.home).active(name) is None for name in JOBS):
-        from lineage_assets.definitions import defs
+        from lineage_assets.definitions import build_definitions
 
         # a job that never started on the second cluster resumes from the savepoint it left the stack's with
         with stack_dagster_instance(move.home) as instance:
-            jids = job_ids(deploy(move.home, defs.resources, instance, {**move.to_away, **move.to_home}))
+            jids = job_ids(
+                deploy(move.home, build_definitions(move.home).resources, instance, {**move.to_away, **move.to_home})
+            )
     move.back = True
     return jids
 
@@ -159,10 +161,10 @@ def moved(settings, cluster, tmp_path_factory):
         move.running_before = {name for name in JOBS if home.active(name) is not None}
         try:
             if any(home.active(name) is None for name in JOBS):  # the stack as the main job leaves it
-                from lineage_assets.definitions import defs
+                from lineage_assets.definitions import build_definitions
 
                 with stack_dagster_instance(settings) as instance:
-                    deploy(settings, defs.resources, instance, {})
+                    deploy(settings, build_definitions(settings).resources, instance, {})
             move.producer = Orders(settings)
             move.start = after_everything_in_orders(settings)
             rng = random.Random(15)

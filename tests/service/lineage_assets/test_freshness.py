@@ -13,10 +13,13 @@ import dagster as dg
 import pytest
 from dagster._core.definitions.freshness import FreshnessState  # not exported by dagster yet
 
-from lineage_assets.definitions import defs
+from infra.settings import StackSettings
+from lineage_assets.definitions import build_definitions
 from lineage_assets.flink.client import FlinkClient
 from lineage_assets.lineage.marquez_client import MarquezClient
 from lineage_assets.metadata import asset_key
+
+defs = build_definitions(StackSettings.from_env())
 
 #: the flink sensor's and the freshness daemon's intervals (30 s each), and slack for a loaded machine
 DAEMON_DELAY = 90.0

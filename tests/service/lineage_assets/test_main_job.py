@@ -271,8 +271,9 @@ def test_total_price_derives_from_the_postgres_price_column(ran, pipeline, marqu
 
 
 def run_check(settings, check: str, key: dg.AssetKey) -> dg.AssetCheckEvaluation:
-    from lineage_assets.definitions import defs
+    from lineage_assets.definitions import build_definitions
 
+    defs = build_definitions(settings)
     result = dg.materialize(
         [*defs.assets, *defs.asset_checks],
         selection=dg.AssetSelection.checks(dg.AssetCheckKey(key, check)),

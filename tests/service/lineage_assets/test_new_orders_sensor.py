@@ -15,13 +15,16 @@ import dagster as dg
 import pytest
 from pyiceberg.expressions import In
 
-from lineage_assets.definitions import defs
+from infra.settings import StackSettings
+from lineage_assets.definitions import build_definitions
 from lineage_assets.jobs import STREAMING
 from lineage_assets.metadata import asset_key
 from lineage_assets.source.orders import ensure_table
 from lineage_assets.spark.new_orders_sensor import CatalogUnavailable, build_supplier_stats_partition_sensor
 from lineage_assets.storage import IcebergResource
 from tests.service.lineage_assets.conftest import wait_until_quiet
+
+defs = build_definitions(StackSettings.from_env())
 
 
 @pytest.fixture(scope="module")

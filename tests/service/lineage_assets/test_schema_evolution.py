@@ -21,10 +21,13 @@ from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext
 from pyiceberg.expressions import EqualTo
 
-from lineage_assets.definitions import defs
+from infra.settings import StackSettings
+from lineage_assets.definitions import build_definitions
 from lineage_assets.lineage.marquez_client import MarquezClient
 from lineage_assets.source.schema_guard import FUNCTION_PREFIX
 from tests.service.lineage_assets.conftest import after_everything_in_orders, read_topic, upstream_columns
+
+defs = build_definitions(StackSettings.from_env())
 
 BEFORE, AFTER = 60, 60  # orders written before and after the change
 TIMEOUT = 300.0

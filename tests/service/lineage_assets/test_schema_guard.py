@@ -8,8 +8,14 @@ import dagster as dg
 import psycopg
 import pytest
 
-from lineage_assets.definitions import defs, pipeline
+from infra.settings import StackSettings
+from lineage_assets.definitions import build_definitions
+from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.metadata import asset_key
+
+SETTINGS = StackSettings.from_env()
+defs = build_definitions(SETTINGS)
+pipeline = Pipeline.from_settings(SETTINGS)
 
 
 @pytest.fixture(scope="module")

@@ -19,13 +19,16 @@ from dagster._core.execution.backfill import BulkActionStatus  # not exported by
 from pyiceberg.expressions import And, GreaterThanOrEqual, LessThan
 
 from infra.services.iceberg_catalog import load_catalog
-from lineage_assets.definitions import defs
+from infra.settings import StackSettings
+from lineage_assets.definitions import build_definitions
 from lineage_assets.flink.tables import ensure_orders_table
 from lineage_assets.lineage.identity import DAGSTER_JOB
 from lineage_assets.lineage.marquez_client import MarquezClient
 from lineage_assets.metadata import asset_key
 from tests.service.lineage_assets.conftest import ORDERS_ARROW, commit_retrying
 from tests.support.new_orders_pause import new_orders_sensor_paused
+
+defs = build_definitions(StackSettings.from_env())
 
 DAYS = 7
 LAUNCH = """

@@ -22,12 +22,15 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerialize
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from flink_jobs import deployment
+from infra.settings import StackSettings
 from lineage_assets.connect.assets import ORDERS_TOPIC
-from lineage_assets.definitions import defs
+from lineage_assets.definitions import build_definitions
 from lineage_assets.flink import supplier_stats_stream_asset
 from lineage_assets.flink.client import FlinkClient
 from lineage_assets.metadata import asset_key
 from tests.service.lineage_assets.conftest import after_everything_in_orders
+
+defs = build_definitions(StackSettings.from_env())
 
 ORDERS = 30
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 import dagster as dg
 import pytest
 
-import lineage_assets.definitions as product
 from infra.settings import StackSettings
 from lineage_assets.checks.asset_checks import build_lineage_checks, build_streaming_checks_schedule
 from lineage_assets.checks.conservation import checked_hops
 from lineage_assets.checks.drift_report import expected_column_edges, verify
 from lineage_assets.checks.graph import LineageGraph
 from lineage_assets.conservation.hops import hops
+from lineage_assets.definitions import build_definitions
 from lineage_assets.lineage import naming
 from lineage_assets.lineage.identity import DAGSTER_JOB, Column, ColumnSource, Dataset, Job, Pipeline, Symlink
 from lineage_assets.metadata import asset_key, identity_metadata
@@ -104,11 +104,12 @@ def pipeline(settings) -> Pipeline:
 def defs(settings, pipeline) -> dg.Definitions:
     """Step 4: registered beside the product's assets, with the lineage checks built from the extended pipeline
     (step 6: they follow on their own)."""
+    product = build_definitions(settings)
     return dg.Definitions(
-        assets=[*product.defs.assets, build_supplier_daily_asset(pipeline)],
+        assets=[*product.assets, build_supplier_daily_asset(pipeline)],
         asset_checks=build_lineage_checks(pipeline, settings),
         schedules=[build_streaming_checks_schedule(pipeline)],
-        resources=product.defs.resources,
+        resources=product.resources,
     )
 
 

@@ -6,7 +6,9 @@ from lineage_assets.lineage.identity import Pipeline
 
 
 def test_the_main_job_deploys_the_streaming_side_but_not_the_batch_table():
-    from lineage_assets.definitions import defs
+    from lineage_assets.definitions import build_definitions
+
+    defs = build_definitions(StackSettings())
 
     assert set(STREAMING) == {
         "source_orders",

@@ -8,10 +8,14 @@ import yaml
 
 from infra.services.dagster import instance_config
 from infra.settings import StackSettings
-from lineage_assets.definitions import defs, pipeline
+from lineage_assets.definitions import build_definitions
 from lineage_assets.freshness import caught_up_materialization_due
+from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.metadata import asset_key
 from lineage_assets.spark.supplier_stats_batch import SPARK_POOL
+
+defs = build_definitions(StackSettings())
+pipeline = Pipeline.from_settings(StackSettings())
 
 
 def test_the_finalising_schedule_asks_for_yesterday():
