@@ -45,6 +45,9 @@ def build_resources(settings: StackSettings) -> dict[str, dg.ConfigurableResourc
             rest_url=settings.flink_rest_url,
             savepoint_dir=settings.flink_savepoint_dir,
             cluster_python=settings.flink_cluster_python,
+            stack_rest_url=f"http://{settings.host}:{settings.flink_rest_port}",
+            stack_home=str(settings.home),
+            s3_region=settings.s3_region,
         ),
         "source_db": SourceDatabaseResource(
             host=settings.postgres_address[0],

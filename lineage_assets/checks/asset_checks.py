@@ -193,7 +193,7 @@ def build_lineage_checks(pipeline: Pipeline, settings: StackSettings) -> list[dg
         keys = [key for key in datasets if any(k.asset_key == key for k in selected)]
         graph = read_graph(lineage, pipeline)
         replay = Replay(lineage)
-        flink_client, connect_client = flink.client(settings), connect.client()
+        flink_client, connect_client = flink.client(), connect.client()
         for key in keys:
             ds = datasets[key]
             engine = engine_now(context.instance, key, pipeline.jobs.get(ds.producer), flink_client, connect_client)

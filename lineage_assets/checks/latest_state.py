@@ -79,7 +79,7 @@ def build_latest_state_checks(pipeline: Pipeline, settings: StackSettings) -> La
         lineage = resources["lineage"]
         flink, connect = resources.get("flink"), resources.get("connect")
         graph, replay = read_graph(lineage, pipeline), Replay(lineage)
-        flink_client = flink.client(settings) if flink is not None else None
+        flink_client = flink.client() if flink is not None else None
         connect_client = connect.client() if connect is not None else None
         evaluations: list[dg.AssetCheckEvaluation | dg.AssetObservation] = []
         for key in keys:

@@ -53,7 +53,7 @@ class Stores:
 
     @cached_property
     def flink(self):
-        return self.resources.flink.client(self.settings)
+        return self.resources.flink.client()
 
     @cached_property
     def connect(self):

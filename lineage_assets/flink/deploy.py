@@ -351,7 +351,7 @@ def deploy_asset(pipeline: Pipeline, settings: StackSettings, flink_job: FlinkDe
     def deploy(context: dg.AssetExecutionContext, config) -> dg.MaterializeResult:
         kafka, lineage = context.resources.kafka, context.resources.lineage
         require_source_topic(kafka.connection(), source.name, asset_key(source).to_user_string())
-        client = context.resources.flink.client(settings)
+        client = context.resources.flink.client()
         prepared = flink_job.prepare(
             Deploying(context, config, context.resources, settings, target, source.name, dead_letters)
         )

@@ -126,7 +126,7 @@ def build_flink_job_sensor(
         flink: FlinkResource,
     ) -> dg.SensorResult | dg.SkipReason:
         cursor = json.loads(context.cursor) if context.cursor else {}
-        client = flink.client(settings)
+        client = flink.client()
         builder, registered = observed_event_builder(pipeline, kafka.registry())
         emitter = lineage.emitter()
         outbox = lineage.outbox()

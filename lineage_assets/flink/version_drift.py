@@ -86,6 +86,6 @@ def _check(
         description=f"the running {name} job carries the code this checkout deploys (an older build warns)",
     )
     def version_current(flink: FlinkResource) -> dg.AssetCheckResult:
-        return version_result(flink.client(settings), name, spec)
+        return version_result(flink.client(), name, spec)
 
     return version_current

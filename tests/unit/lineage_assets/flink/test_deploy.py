@@ -179,7 +179,7 @@ class ToyFlinkClient:
 def toy_resources(emitter):
     kafka = SimpleNamespace(connection=lambda: "b:9092", registry=lambda: "registry")
     lineage = SimpleNamespace(emitter=lambda: emitter)
-    return {"kafka": kafka, "lineage": lineage, "flink": SimpleNamespace(client=lambda settings: ToyFlinkClient())}
+    return {"kafka": kafka, "lineage": lineage, "flink": SimpleNamespace(client=lambda: ToyFlinkClient())}
 
 
 @pytest.fixture
