@@ -128,6 +128,12 @@ phase all running
 if ! .venv/bin/pytest -q --strict-markers --junitxml="$reports/all.xml" -m "not after_suite" tests; then
   .venv/bin/lineage-lab stack status || true
   echo "service logs: .venv/bin/lineage-lab stack logs SERVICE" >&2
+  # the sensors drive most of what the service tests wait for: their failed ticks, when there were any
+  if [[ -f .lab/logs/dagster.log ]]; then
+    echo "sensor ticks that failed: $(grep -ac 'Sensor tick caught an error' .lab/logs/dagster.log || true)" >&2
+    grep -aE 'DagsterUserCodeUnreachableError: The sensor tick|^[a-zA-Z_.]*(Error|Exception): ' .lab/logs/dagster.log \
+      | sort | uniq -c | sort -rn | head -8 | cut -c1-300 >&2 || true
+  fi
   exit 1
 fi
 phase all passed

@@ -24,12 +24,26 @@ def dagster_cli(home: Path, workspace: Path, *args: str, timeout: float = 120) -
     )
 
 
+#: seconds the daemon waits for one sensor evaluation (Dagster's default is 60). A tick that records a
+#: materialization also evaluates that asset's checks and reconciles its hop; on two busy cores (a Spark run starting)
+#: that took over 60 s, and a tick that times out is lost whole: its cursor, its events and its check evaluations,
+#: so the next tick redoes the work and the sensor can fall behind for good.
+SENSOR_TIMEOUT_S = 300
+#: sensors evaluated at once: the daemon evaluates them one after another by default, so one slow tick of the Flink
+#: sensor delayed the connector sensor's too
+SENSOR_WORKERS = 4
+
+
 def instance_config(max_concurrent_runs: int) -> str:
     """The instance's dagster.yaml (rewritten at every start: the stack owns it). Runs and event logs in SQLite
     under DAGSTER_HOME; telemetry off on a machine with no internet; runs go through the daemon's queue, at most
-    ``max_concurrent_runs`` at once, and every pool (the Spark runs' ``spark``) one run at a time."""
+    ``max_concurrent_runs`` at once, and every pool (the Spark runs' ``spark``) one run at a time; the sensors in
+    ``SENSOR_WORKERS`` threads."""
     return f"""telemetry:
   enabled: false
+sensors:
+  use_threads: true
+  num_workers: {SENSOR_WORKERS}
 concurrency:
   runs:
     max_concurrent_runs: {max_concurrent_runs}
@@ -68,7 +82,11 @@ class DagsterDev(Service):
                 "-p",
                 str(self.settings.dagster_port),
             ],
-            env={**self.settings.as_env(), "DAGSTER_HOME": str(self.dagster_home)},
+            env={
+                **self.settings.as_env(),
+                "DAGSTER_HOME": str(self.dagster_home),
+                "DAGSTER_SENSOR_GRPC_TIMEOUT_SECONDS": str(SENSOR_TIMEOUT_S),
+            },
             cwd=REPO_ROOT,
         )
 
