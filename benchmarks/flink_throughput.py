@@ -52,6 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repo root
 from infra.settings import StackSettings
 from lineage_assets.flink import iceberg_ingestion_asset, supplier_stats_stream_asset
 from lineage_assets.flink.client import FlinkClient
+from lineage_assets.freshness import PipelineTunables
 from lineage_assets.kafka.topics import end_offsets as kafka_end_offsets
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.lineage.resource import LineageResource
@@ -88,8 +89,10 @@ def deploy(settings: StackSettings, outbox: Path, savepoints: dict[str, str] | N
         "lineage": LineageResource(outbox_path=str(outbox), backend_url=settings.marquez_url),
     }
     assets = [
-        iceberg_ingestion_asset.build_iceberg_ingestion_asset(pipeline, settings),
-        supplier_stats_stream_asset.build_supplier_stats_stream_asset(pipeline, settings),
+        iceberg_ingestion_asset.build_iceberg_ingestion_asset(pipeline, PipelineTunables.from_settings(settings)),
+        supplier_stats_stream_asset.build_supplier_stats_stream_asset(
+            pipeline, PipelineTunables.from_settings(settings)
+        ),
     ]
     ops = {ASSET_OF[job]: {"config": {"restore_from": sp}} for job, sp in (savepoints or {}).items()}
     with dg.DagsterInstance.ephemeral() as instance:

@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.flink_throughput import OrderEncoder, produce
 from infra.settings import StackSettings
 from lineage_assets.conservation.reconcile import reconcile
-from lineage_assets.conservation.stores import RESOURCE_KEYS, Stores
+from lineage_assets.conservation.stores import RESOURCE_KEYS, Stores, count_store_path
 from lineage_assets.kafka.topics import consumer_lag, end_offsets
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.resources import build_resources
@@ -84,7 +84,7 @@ def in_process(settings: StackSettings, pipeline: Pipeline) -> float:
     wanted = {k: v for k, v in build_resources(settings).items() if k in RESOURCE_KEYS}
     with dg.build_resources(wanted) as resources:
         started = time.perf_counter()
-        reconcile(Stores(settings, pipeline, resources), confirm_after_s=0)
+        reconcile(Stores(pipeline, resources, count_store_path(settings)), confirm_after_s=0)
         return time.perf_counter() - started
 
 

@@ -171,7 +171,7 @@ def _reconcile(args: argparse.Namespace, settings: StackSettings) -> int:
     import dagster as dg
 
     from lineage_assets.conservation.reconcile import accept, reconcile
-    from lineage_assets.conservation.stores import RESOURCE_KEYS, Stores
+    from lineage_assets.conservation.stores import RESOURCE_KEYS, Stores, count_store_path
     from lineage_assets.lineage.identity import Pipeline
     from lineage_assets.resources import build_resources
 
@@ -192,7 +192,9 @@ def _reconcile(args: argparse.Namespace, settings: StackSettings) -> int:
             if k in RESOURCE_KEYS
         }
     )
-    stores = Stores(settings, pipeline, resources, deep=args.deep, deep_range={"last": args.deep_last})
+    stores = Stores(
+        pipeline, resources, count_store_path(settings), deep=args.deep, deep_range={"last": args.deep_last}
+    )
     if args.accept:
         (now,) = reconcile(stores, jobs=args.job, confirm_after_s=0)
         named = {w.reference for w in now.other_writers}

@@ -11,14 +11,17 @@ import dagster as dg
 from infra.settings import StackSettings
 from lineage_assets.checks.asset_checks import build_lineage_checks, build_streaming_checks_schedule
 from lineage_assets.checks.conservation import build_conservation_checks
+from lineage_assets.checks.drift_report import picture_path
 from lineage_assets.checks.latest_state import build_latest_state_checks
 from lineage_assets.checks.verify_job import build_verify_job
 from lineage_assets.connect.assets import build_connect_assets
 from lineage_assets.connect.sensor import build_connector_sensor
+from lineage_assets.conservation.stores import count_store_path
 from lineage_assets.flink.iceberg_ingestion_asset import build_iceberg_ingestion_asset
 from lineage_assets.flink.sensor import build_flink_job_sensor
 from lineage_assets.flink.supplier_stats_stream_asset import build_supplier_stats_stream_asset
 from lineage_assets.flink.version_drift import build_version_drift_checks
+from lineage_assets.freshness import PipelineTunables
 from lineage_assets.jobs import build_main_jobs
 from lineage_assets.kafka.dead_letter_monitor import build_dead_letter_sensor, build_dead_letter_share_check
 from lineage_assets.kafka.dead_letter_topics import build_dead_letter_specs
@@ -31,28 +34,33 @@ from lineage_assets.spark.supplier_stats_batch import build_supplier_stats_asset
 
 
 def build_definitions(settings: StackSettings) -> dg.Definitions:
-    """Every asset, check, job, schedule and sensor of the pipeline, and the resources, for these settings."""
+    """Every asset, check, job, schedule and sensor of the pipeline, and the resources, for these settings: the
+    factories get the identity, the tunables and local paths; endpoints and secrets reach them only through the
+    resources."""
     pipeline = Pipeline.from_settings(settings)
-    latest_checks = build_latest_state_checks(pipeline, settings)
+    tunables = PipelineTunables.from_settings(settings)
+    count_store = count_store_path(settings)
+    latest_checks = build_latest_state_checks(pipeline, tunables.conservation_pending_warn_s, count_store)
+    fresh_minutes = tunables.streaming_fresh_minutes
     return dg.Definitions(
         assets=[
-            *build_connect_assets(pipeline, settings),
-            build_supplier_stats_stream_asset(pipeline, settings),
-            build_iceberg_ingestion_asset(pipeline, settings),
+            *build_connect_assets(pipeline, tunables),
+            build_supplier_stats_stream_asset(pipeline, tunables),
+            build_iceberg_ingestion_asset(pipeline, tunables),
             build_supplier_stats_asset(pipeline),
             *build_dead_letter_specs(pipeline),
         ],
         asset_checks=[
-            *build_lineage_checks(pipeline, settings),
-            build_dead_letter_share_check(pipeline, settings),
-            *build_version_drift_checks(pipeline, settings),
-            *build_conservation_checks(pipeline, settings),
+            *build_lineage_checks(pipeline),
+            build_dead_letter_share_check(pipeline, tunables.dead_letter_max_share),
+            *build_version_drift_checks(pipeline),
+            *build_conservation_checks(pipeline, tunables.conservation_pending_warn_s, count_store),
         ],
-        jobs=[generate_orders_job, build_verify_job(settings), *build_main_jobs(pipeline)],
+        jobs=[generate_orders_job, build_verify_job(pipeline, picture_path(settings)), *build_main_jobs(pipeline)],
         schedules=[build_streaming_checks_schedule(pipeline), build_finalise_yesterday_schedule(pipeline)],
         sensors=[
-            build_connector_sensor(pipeline, settings=settings, latest_checks=latest_checks),
-            build_flink_job_sensor(pipeline, settings, latest_checks=latest_checks),
+            build_connector_sensor(pipeline, fresh_minutes=fresh_minutes, latest_checks=latest_checks),
+            build_flink_job_sensor(pipeline, fresh_minutes, latest_checks=latest_checks),
             build_supplier_stats_partition_sensor(pipeline),
             build_dead_letter_sensor(pipeline),
         ],

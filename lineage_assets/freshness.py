@@ -7,7 +7,10 @@ current as it can be). A stopped, failed or lagging Flink job or connector there
 the window, and a quiet topic does not. The daily supplier_stats must be finalised early each day.
 """
 
+from __future__ import annotations
+
 import datetime as dt
+from dataclasses import dataclass
 
 import dagster as dg
 
@@ -17,9 +20,35 @@ from infra.settings import StackSettings
 FINALISE_AT = (0, 30)
 
 
-def streaming_output(settings: StackSettings) -> dg.FreshnessPolicy:
-    """Late when no new data arrived for LINEAGE_LAB_STREAMING_FRESH_MINUTES (warned at half of it)."""
-    window = dt.timedelta(minutes=settings.streaming_fresh_minutes)
+@dataclass(frozen=True)
+class PipelineTunables:
+    """The pipeline's thresholds that are neither endpoints nor secrets, as the asset, sensor and check factories
+    take them (``build_definitions`` reads them from the settings; each LINEAGE_LAB_<FIELD> in upper case)."""
+
+    #: a streaming output is late when no new data arrived for this long (warned at half of it)
+    streaming_fresh_minutes: int = StackSettings.streaming_fresh_minutes
+    #: the conservation check warns when the oldest pending record waits longer
+    conservation_pending_warn_s: int = StackSettings.conservation_pending_warn_s
+    #: the dead_letter_share check fails when a dead-letter topic gets a larger share of the new records
+    dead_letter_max_share: float = StackSettings.dead_letter_max_share
+    #: the valid-order rule of both Flink jobs: how far in the future and in the past an order's bid_time may be
+    order_max_future_s: int = StackSettings.order_max_future_s
+    order_max_past_s: int = StackSettings.order_max_past_s
+
+    @classmethod
+    def from_settings(cls, settings: StackSettings) -> PipelineTunables:
+        return cls(
+            streaming_fresh_minutes=settings.streaming_fresh_minutes,
+            conservation_pending_warn_s=settings.conservation_pending_warn_s,
+            dead_letter_max_share=settings.dead_letter_max_share,
+            order_max_future_s=settings.order_max_future_s,
+            order_max_past_s=settings.order_max_past_s,
+        )
+
+
+def streaming_output(fresh_minutes: int) -> dg.FreshnessPolicy:
+    """Late when no new data arrived for ``fresh_minutes`` (LINEAGE_LAB_STREAMING_FRESH_MINUTES; warned at half)."""
+    window = dt.timedelta(minutes=fresh_minutes)
     return dg.FreshnessPolicy.time_window(fail_window=window, warn_window=window / 2)
 
 
@@ -28,11 +57,12 @@ def daily_batch() -> dg.FreshnessPolicy:
     return dg.FreshnessPolicy.cron(deadline_cron="0 2 * * *", lower_bound_delta=dt.timedelta(hours=2), timezone="UTC")
 
 
-def caught_up_materialization_due(last_materialized: float | None, now: float, settings: StackSettings) -> bool:
+def caught_up_materialization_due(last_materialized: float | None, now: float, fresh_minutes: int) -> bool:
     """Whether a running job that has consumed all its input should record a materialization now: when its output
-    has none yet or its last one is a quarter of the freshness window old. That is well before the warning at half
-    the window, even with a sensor tick late, so a quiet input never makes the output warn or late."""
-    quarter_window = settings.streaming_fresh_minutes * 60 / 4
+    has none yet or its last one is a quarter of the freshness window (``fresh_minutes``) old. That is well before
+    the warning at half the window, even with a sensor tick late, so a quiet input never makes the output warn or
+    late."""
+    quarter_window = fresh_minutes * 60 / 4
     return last_materialized is None or now - last_materialized >= quarter_window
 
 

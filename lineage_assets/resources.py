@@ -40,7 +40,19 @@ def build_resources(settings: StackSettings) -> dict[str, dg.ConfigurableResourc
                 "LINEAGE_LAB_SCHEMA_REGISTRY_USER_INFO", settings.schema_registry_user_info
             ),
         ),
-        "connect": ConnectResource(url=settings.connect_url, config_topic=settings.connect_config_topic),
+        "connect": ConnectResource(
+            url=settings.connect_url,
+            config_topic=settings.connect_config_topic,
+            kafka_bootstrap=settings.kafka_bootstrap,
+            schema_registry_url=settings.schema_registry_url,
+            # the user name only: the password stays in the workers' environment
+            schema_registry_user=settings.schema_registry_user_info.split(":", 1)[0],
+            source_db_host=settings.postgres_address[0],
+            source_db_port=settings.postgres_address[1],
+            s3_endpoint=settings.s3_endpoint,
+            s3_region=settings.s3_region,
+            archive_bucket=settings.archive_bucket,
+        ),
         "flink": FlinkResource(
             rest_url=settings.flink_rest_url,
             savepoint_dir=settings.flink_savepoint_dir,

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 
 import dagster as dg
 
-from infra.settings import StackSettings
 from lineage_assets.checks import compare
 from lineage_assets.checks.graph import LineageGraph
 from lineage_assets.checks.marquez_graph import from_marquez
@@ -171,7 +170,7 @@ def _metadata(finding: compare.Finding) -> dict[str, object]:
 CHECKS_NAME = "lineage_checks"
 
 
-def build_lineage_checks(pipeline: Pipeline, settings: StackSettings) -> list[dg.AssetChecksDefinition]:
+def build_lineage_checks(pipeline: Pipeline) -> list[dg.AssetChecksDefinition]:
     """One multi-asset check carrying the six checks of every asset, subsettable: a run (the checks job, the
     5-minute schedule, one check from the UI) executes it as ONE step that reads the Marquez graph and the outbox
     once and evaluates only the selected checks. One step per asset would read the graph once per asset, and the

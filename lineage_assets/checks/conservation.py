@@ -5,11 +5,11 @@ is concluded), and records the figures as numeric metadata, so the asset page pl
 """
 
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import dagster as dg
 
-from infra.settings import StackSettings
 from lineage_assets.connect.resource import ConnectResource
 from lineage_assets.conservation.balance import HopBalance
 from lineage_assets.conservation.hops import Hop, hops
@@ -35,15 +35,16 @@ def checked_hops(pipeline: Pipeline) -> list[Hop]:
     return [h for name, h in hops(pipeline).items() if name in READERS]
 
 
-def result_for(balance: HopBalance, key: dg.AssetKey, settings: StackSettings, now: float) -> dg.AssetCheckResult:
-    """The check result a balance makes: ERROR on loss or duplication, WARN on old pending or unknown figures."""
+def result_for(balance: HopBalance, key: dg.AssetKey, pending_warn_s: int, now: float) -> dg.AssetCheckResult:
+    """The check result a balance makes: ERROR on loss or duplication, WARN on pending older than ``pending_warn_s``
+    or unknown figures."""
     age = balance.pending_age(now)
-    too_old = age is not None and age > settings.conservation_pending_warn_s
+    too_old = age is not None and age > pending_warn_s
     passed = balance.status in ("balanced", "pending") and not too_old
     severity = dg.AssetCheckSeverity.ERROR if balance.lost_or_doubled else dg.AssetCheckSeverity.WARN
     message = balance.summary()
     if too_old:
-        message += f"; the oldest pending record waits for {age:.0f} s (> {settings.conservation_pending_warn_s} s)"
+        message += f"; the oldest pending record waits for {age:.0f} s (> {pending_warn_s} s)"
     as_dict = balance.as_dict()
     figures = {f"conservation/{k}": dg.MetadataValue.int(as_dict[k]) for k in FIGURES if as_dict[k] is not None}
     return dg.AssetCheckResult(
@@ -74,11 +75,14 @@ def observation_for(balance: HopBalance, key: dg.AssetKey) -> dg.AssetObservatio
     )
 
 
-def build_conservation_checks(pipeline: Pipeline, settings: StackSettings) -> list[dg.AssetChecksDefinition]:
-    return [_check_for(pipeline, settings, hop) for hop in checked_hops(pipeline)]
+def build_conservation_checks(
+    pipeline: Pipeline, pending_warn_s: int, count_store: Path
+) -> list[dg.AssetChecksDefinition]:
+    """``pending_warn_s``: warn on records pending longer; ``count_store``: where reconciliation keeps its counts."""
+    return [_check_for(pipeline, pending_warn_s, count_store, hop) for hop in checked_hops(pipeline)]
 
 
-def _check_for(pipeline: Pipeline, settings: StackSettings, hop: Hop) -> dg.AssetChecksDefinition:
+def _check_for(pipeline: Pipeline, pending_warn_s: int, count_store: Path, hop: Hop) -> dg.AssetChecksDefinition:
     key = asset_key(hop.output)
 
     @dg.asset_check(asset=key, name=CHECK, description=DESCRIPTION)
@@ -94,8 +98,8 @@ def _check_for(pipeline: Pipeline, settings: StackSettings, hop: Hop) -> dg.Asse
         resources = SimpleNamespace(
             kafka=kafka, iceberg=iceberg, object_store=object_store, flink=flink, connect=connect, source_db=source_db
         )
-        (balance,) = reconcile(Stores(settings, pipeline, resources), jobs=[hop.job.name])
+        (balance,) = reconcile(Stores(pipeline, resources, count_store), jobs=[hop.job.name])
         context.op_execution_context.log_event(observation_for(balance, key))
-        return result_for(balance, key, settings, time.time())
+        return result_for(balance, key, pending_warn_s, time.time())
 
     return conservation

@@ -177,20 +177,32 @@ def render_html(graph: LineageGraph, report: Report, title: str = "lineage-lab: 
     )
 
 
-def verify_and_render(
-    settings: StackSettings, picture: Path | None = None, outbox: Path | None = None, marquez_url: str | None = None
-):
+def picture_path(settings: StackSettings) -> Path:
+    """Where the drift report's picture goes by default: under the stack's data directory."""
+    return settings.data_dir / "lineage" / "graph.html"
+
+
+def verify_and_render(settings: StackSettings, picture: Path | None = None):
+    """``verify_lineage`` for the deployment these settings describe (the command line's and the main job's way in):
+    Marquez and the outbox of the settings, the picture at ``picture`` or ``picture_path(settings)``."""
+    return verify_lineage(
+        Pipeline.from_settings(settings),
+        MarquezClient(settings.marquez_url, api_key=settings.marquez_api_key or None),
+        settings.lineage_outbox,
+        picture or picture_path(settings),
+    )
+
+
+def verify_lineage(pipeline: Pipeline, marquez: MarquezClient, outbox: Path, picture: Path):
     """Verify the deployment's lineage as Marquez holds it and write the picture; returns (report, picture path).
 
     Raises ``MarquezError`` when Marquez cannot be read."""
-    pipeline = Pipeline.from_settings(settings)
-    marquez_url = marquez_url or settings.marquez_url
-    graph = from_marquez(MarquezClient(marquez_url, api_key=settings.marquez_api_key or None), pipeline)
+    graph = from_marquez(marquez, pipeline)
     report = verify(pipeline, graph)
-    box = Outbox(outbox or settings.lineage_outbox)
+    box = Outbox(outbox)
     counts = box.counts()
     report.lines[:0] = [
-        f"LINEAGE GRAPH: Marquez at {marquez_url}; outbox: {counts.sent} sent, {counts.queued} queued "
+        f"LINEAGE GRAPH: Marquez at {marquez.url}; outbox: {counts.sent} sent, {counts.queued} queued "
         f"(oldest {counts.backlog_age:.0f} s), {counts.rejected} rejected",
         "",
     ]
@@ -200,7 +212,6 @@ def verify_and_render(
             f"{d} ({'as sent: the project emitted it so' if d in as_sent else 'Marquez only: the events sent differ'})"
             for d in report.drift
         ]
-    picture = picture or settings.data_dir / "lineage" / "graph.html"
     picture.parent.mkdir(parents=True, exist_ok=True)
     picture.write_text(render_html(graph, report))
     return report, picture

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import dagster as dg
 
-from infra.settings import StackSettings
 from lineage_assets.checks.asset_checks import Replay, engine_now, lineage_results, read_graph
 from lineage_assets.checks.conservation import CHECK as CONSERVATION
 from lineage_assets.checks.conservation import checked_hops, observation_for, result_for
@@ -57,7 +57,8 @@ def as_evaluation(
     )
 
 
-def build_latest_state_checks(pipeline: Pipeline, settings: StackSettings) -> LatestStateChecks:
+def build_latest_state_checks(pipeline: Pipeline, pending_warn_s: int, count_store: Path) -> LatestStateChecks:
+    """``pending_warn_s`` and ``count_store``: as for the conservation checks (build_conservation_checks)."""
     datasets = {asset_key(ds): ds for ds in pipeline.datasets.values()}
     drift = {
         asset_key(pipeline.dataset(dataset)): (name, spec) for name, (spec, dataset) in checkout_jobs(pipeline).items()
@@ -99,7 +100,7 @@ def build_latest_state_checks(pipeline: Pipeline, settings: StackSettings) -> La
     def conservation_events(
         hop: Hop, key: dg.AssetKey, resources: Mapping[str, Any], evaluated_by: str, run_id: str | None
     ) -> list[dg.AssetCheckEvaluation | dg.AssetObservation]:
-        stores = Stores(settings, pipeline, SimpleNamespace(**resources))
+        stores = Stores(pipeline, SimpleNamespace(**resources), count_store)
         (balance,) = reconcile(stores, [hop.job.name], confirm_after_s=0, lock_timeout=LOCK_WAIT_S)
         if balance.unknown.startswith(BUSY):
             return []  # a check run or the CLI is reconciling this hop now; the next tick evaluates it
@@ -110,7 +111,7 @@ def build_latest_state_checks(pipeline: Pipeline, settings: StackSettings) -> La
             event = statistics_event(builder, stores.counts, hop, run_id, balance, engine, confirmed=False)
             if event is not None:
                 resources["lineage"].emitter().emit(event)
-        result = result_for(balance, key, settings, time.time())
+        result = result_for(balance, key, pending_warn_s, time.time())
         if balance.lost_or_doubled:
             # one look can fall between a job's output commit and its offsets commit: a warning until the check
             # run, which looks again at the next checkpoint, confirms it

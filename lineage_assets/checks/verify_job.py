@@ -4,18 +4,24 @@ from pathlib import Path
 
 import dagster as dg
 
-from infra.settings import StackSettings
-from lineage_assets.checks.drift_report import verify_and_render
+from lineage_assets.checks import drift_report
+from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.lineage.marquez_client import MarquezError
 from lineage_assets.lineage.resource import LineageResource
 
 
-def build_verify_job(settings: StackSettings) -> dg.JobDefinition:
-    @dg.op(description="Dagster's graph vs the lineage graph, tables and columns; fails on any drift")
+def build_verify_job(pipeline: Pipeline, picture: Path) -> dg.JobDefinition:
+    """Marquez and the outbox come from the ``lineage`` resource; ``picture`` is the run configuration's default
+    for where the picture goes."""
+
+    @dg.op(
+        description="Dagster's graph vs the lineage graph, tables and columns; fails on any drift",
+        config_schema={"picture": dg.Field(str, default_value=str(picture), description="where the picture goes")},
+    )
     def verify_lineage(context: dg.OpExecutionContext, lineage: LineageResource) -> None:
         try:
-            report, picture = verify_and_render(
-                settings, outbox=Path(lineage.outbox_path), marquez_url=lineage.backend_url
+            report, picture = drift_report.verify_lineage(
+                pipeline, lineage.marquez(), Path(lineage.outbox_path), Path(context.op_config["picture"])
             )
         except MarquezError as exc:
             raise dg.Failure(f"cannot verify the lineage: {exc}") from exc

@@ -3,11 +3,10 @@ and the archive that orders-s3-sink writes. Materializing one deploys (or update
 
 import dagster as dg
 
-from infra.settings import StackSettings
 from lineage_assets.connect.configs import config_version, render_connector
 from lineage_assets.connect.incarnations import incarnations
 from lineage_assets.connect.resource import ConnectResource
-from lineage_assets.freshness import streaming_output
+from lineage_assets.freshness import PipelineTunables, streaming_output
 from lineage_assets.kafka.registry import RegistryError, ensure_compatibility, subject_of
 from lineage_assets.kafka.resource import KafkaResource
 from lineage_assets.kafka.topics import TopicSpec, ensure_topic
@@ -25,7 +24,7 @@ SINK_CONNECTOR = "orders-s3-sink"
 DLQ_TOPIC = TopicSpec(DEAD_LETTER_TOPICS[SINK_CONNECTOR], partitions=1, retention_ms=DEAD_LETTER_RETENTION_MS)
 
 
-def build_connect_assets(pipeline: Pipeline, settings: StackSettings) -> list[dg.AssetsDefinition]:
+def build_connect_assets(pipeline: Pipeline, tunables: PipelineTunables) -> list[dg.AssetsDefinition]:
     table = pipeline.dataset("source_orders")
     topic = pipeline.dataset("kafka_orders")
     archive = pipeline.dataset("archive_orders")
@@ -70,7 +69,7 @@ def build_connect_assets(pipeline: Pipeline, settings: StackSettings) -> list[dg
             compatibility = ensure_compatibility(kafka.registry(), ORDERS_TOPIC.name)
         except RegistryError as exc:
             raise dg.Failure(str(exc)) from exc
-        config = render_connector(SOURCE_CONNECTOR, settings)
+        config = render_connector(SOURCE_CONNECTOR, connect)
         outcome = connect.client().deploy(SOURCE_CONNECTOR, config)
         return dg.MaterializeResult(
             metadata={
@@ -92,17 +91,17 @@ def build_connect_assets(pipeline: Pipeline, settings: StackSettings) -> list[dg
         owners=OWNERS,
         group_name="source",
         metadata=identity_metadata(pipeline, archive),
-        freshness_policy=streaming_output(settings),
+        freshness_policy=streaming_output(tunables.streaming_fresh_minutes),
     )
     def orders_archive(
         kafka: KafkaResource, connect: ConnectResource, object_store: ObjectStoreResource
     ) -> dg.MaterializeResult:
         ensure_topic(kafka.connection(), DLQ_TOPIC)
-        bucket = settings.archive_bucket
+        bucket = connect.archive_bucket
         s3 = object_store.client()
         if bucket not in {b["Name"] for b in s3.list_buckets().get("Buckets", [])}:
             s3.create_bucket(Bucket=bucket)
-        config = render_connector(SINK_CONNECTOR, settings)
+        config = render_connector(SINK_CONNECTOR, connect)
         outcome = connect.client().deploy(SINK_CONNECTOR, config)
         return dg.MaterializeResult(
             metadata={

@@ -9,13 +9,12 @@ import time
 
 import dagster as dg
 
-from infra.settings import StackSettings
 from lineage_assets.connect.assets import DLQ_TOPIC, ORDERS_TOPIC, SINK_CONNECTOR, SOURCE_CONNECTOR
 from lineage_assets.connect.client import ConnectError
 from lineage_assets.connect.incarnations import Incarnation, incarnations
 from lineage_assets.connect.resource import ConnectResource
 from lineage_assets.connect.runs import ENGINE, Track, connector_facets, run_id_of, step
-from lineage_assets.freshness import CAUGHT_UP, NEW_DATA, REASON, caught_up_materialization_due
+from lineage_assets.freshness import CAUGHT_UP, NEW_DATA, REASON, PipelineTunables, caught_up_materialization_due
 from lineage_assets.kafka.observed import observed_event_builder
 from lineage_assets.kafka.resource import KafkaResource
 from lineage_assets.kafka.topics import KafkaUnavailable, consumer_lag, end_offsets
@@ -40,12 +39,12 @@ def build_connector_sensor(
     archive_prefix: str = "topics/orders/",
     connectors: dict[str, str] | None = None,
     name: str = "connector_sensor",
-    settings: StackSettings | None = None,
+    fresh_minutes: int = PipelineTunables.streaming_fresh_minutes,
     latest_checks: LatestStateChecks | None = None,
 ) -> dg.SensorDefinition:
-    """``latest_checks``: evaluates the checks of the archive in the tick that materializes it."""
+    """``fresh_minutes``: the streaming outputs' freshness window (a caught-up connector's archive is materialized
+    every quarter of it); ``latest_checks``: evaluates the checks of the archive in the tick that materializes it."""
     watched = connectors or CONNECTORS
-    settings = settings or StackSettings.from_env()
     topic_key = asset_key(pipeline.dataset("kafka_orders"))
     archive_key = asset_key(pipeline.dataset("archive_orders"))
 
@@ -190,7 +189,7 @@ def build_connector_sensor(
             reason = NEW_DATA
         elif engine_state(SINK_CONNECTOR) == "RUNNING" and lag == 0:
             latest = context.instance.get_latest_materialization_event(archive_key)
-            if caught_up_materialization_due(latest.timestamp if latest else None, time.time(), settings):
+            if caught_up_materialization_due(latest.timestamp if latest else None, time.time(), fresh_minutes):
                 reason = CAUGHT_UP
         if reason:
             facts = next(o.metadata for o in observations if o.asset_key == archive_key)

@@ -366,7 +366,7 @@ class SourceCut:
 
 
 def _pg_unavailable(stores: Stores, exc: Exception) -> StoreUnavailable:
-    host, port = stores.settings.postgres_address
+    host, port = stores.resources.source_db.host, stores.resources.source_db.port
     return StoreUnavailable(
         f"PostgreSQL at {host}:{port} (database orders_source) did not answer ({exc}); start it "
         "(`lineage-lab stack up postgres`) or check the source_db resource, then reconcile again"

@@ -18,6 +18,8 @@ RESOURCE_KEYS = ("kafka", "iceberg", "object_store", "flink", "connect", "source
 
 
 def count_store_path(settings: StackSettings) -> Path:
+    """Where reconciliation remembers its counts (LINEAGE_LAB_CONSERVATION_STORE, else under the data directory):
+    read by the wiring (build_definitions, the CLI) and handed to ``Stores``."""
     if settings.conservation_store:
         return Path(settings.conservation_store)
     return settings.data_dir / "conservation" / "counts.sqlite"
@@ -26,18 +28,19 @@ def count_store_path(settings: StackSettings) -> Path:
 @dataclass
 class Stores:
     """``resources``: name -> initialized resource (``kafka``, ``iceberg``, ``object_store``, ``flink``,
-    ``connect``, ``source_db``), as Dagster hands them to a check or ``dg.build_resources`` yields them."""
+    ``connect``, ``source_db``), as Dagster hands them to a check or ``dg.build_resources`` yields them;
+    ``count_store``: the count store's file (``count_store_path``)."""
 
-    settings: StackSettings
     pipeline: Pipeline
     resources: Any
+    count_store: Path
     #: per-key audit over the chosen range (``reconcile --deep``) instead of counts alone
     deep: bool = False
     deep_range: dict[str, Any] = field(default_factory=dict)
 
     @cached_property
     def counts(self) -> CountStore:
-        return CountStore(count_store_path(self.settings))
+        return CountStore(self.count_store)
 
     @cached_property
     def kafka(self) -> KafkaCounter:

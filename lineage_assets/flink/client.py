@@ -2,10 +2,11 @@
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 import requests
 
-from infra.services.flink import flink_cli, job_jar_archive, job_jars, order_functions_jar
+from infra.services.flink import flink_cli, job_jar_archive, job_jars, openlineage_events_file, order_functions_jar
 from infra.settings import StackSettings
 
 ACTIVE = ("CREATED", "INITIALIZING", "RUNNING", "RESTARTING", "RECONCILING")
@@ -122,6 +123,10 @@ class FlinkClient:
     def user_config(self, jid: str) -> dict[str, str]:
         """The job's global job parameters (where a deployment records its version)."""
         return self._get(f"/jobs/{jid}/config").get("execution-config", {}).get("user-config", {})
+
+    def listener_events_file(self) -> Path:
+        """Where the OpenLineage Flink listener of this host's Flink CLI writes the events of a job it submits."""
+        return openlineage_events_file(self.settings)
 
     def savepoint_dir(self, name: str = "") -> str:
         """Where this project puts savepoints on this cluster (one folder per job name, so a job's newest state

@@ -23,13 +23,13 @@ import dagster as dg
 
 from flink_jobs import connections, deployment
 from infra.artifacts import load_manifest
-from infra.services.flink import ORDER_FUNCTIONS_BUNDLE, openlineage_events_file
-from infra.settings import REPO_ROOT, StackSettings
+from infra.services.flink import ORDER_FUNCTIONS_BUNDLE
+from infra.settings import REPO_ROOT
 from lineage_assets.flink.client import FlinkClient, FlinkError, FlinkJob
 from lineage_assets.flink.listener import ListenerLog, with_declared_datasets
 from lineage_assets.flink.runs import ENGINE, FOUND_RUNNING, deployment_facets, flink_run_id, open_events
 from lineage_assets.flink.state import mismatch, newest_state
-from lineage_assets.freshness import streaming_output
+from lineage_assets.freshness import PipelineTunables, streaming_output
 from lineage_assets.kafka.connection import KafkaConnection
 from lineage_assets.kafka.observed import observed_event_builder
 from lineage_assets.kafka.resource import KafkaResource
@@ -199,9 +199,9 @@ def ensure_dead_letter_topic(bootstrap: KafkaConnection | str, source_topic: str
     return ["--dlq-max-bytes", str(capacity)]
 
 
-def order_rule_args(settings: StackSettings) -> list[str]:
+def order_rule_args(tunables: PipelineTunables) -> list[str]:
     """The valid-order rule's settings, the same for both jobs (OrderRule of flink_jobs/order-functions)."""
-    return ["--max-future-s", str(settings.order_max_future_s), "--max-past-s", str(settings.order_max_past_s)]
+    return ["--max-future-s", str(tunables.order_max_future_s), "--max-past-s", str(tunables.order_max_past_s)]
 
 
 def job_environment(kafka: KafkaResource, iceberg: IcebergResource | None = None) -> dict[str, str]:
@@ -289,7 +289,6 @@ class Deploying:
     config: Any
     #: the asset's resources by key (``FlinkDeployment.resources``)
     resources: Any
-    settings: StackSettings
     #: the dataset the job produces (the asset's)
     target: Dataset
     #: the topic the job reads (it exists: checked before the job's own steps)
@@ -338,7 +337,7 @@ class FlinkDeployment:
     listener: bool = False
 
 
-def deploy_asset(pipeline: Pipeline, settings: StackSettings, flink_job: FlinkDeployment) -> dg.AssetsDefinition:
+def deploy_asset(pipeline: Pipeline, tunables: PipelineTunables, flink_job: FlinkDeployment) -> dg.AssetsDefinition:
     """The asset of ``flink_job``'s output: materializing deploys the job idempotently (see the module) and reports
     its OpenLineage run by manual orchestration (START and RUNNING once Flink accepted the job, under the run id of
     that Flink job, FAIL if the submit fails); the Flink job sensor ends the run."""
@@ -352,10 +351,8 @@ def deploy_asset(pipeline: Pipeline, settings: StackSettings, flink_job: FlinkDe
         kafka, lineage = context.resources.kafka, context.resources.lineage
         require_source_topic(kafka.connection(), source.name, asset_key(source).to_user_string())
         client = context.resources.flink.client()
-        prepared = flink_job.prepare(
-            Deploying(context, config, context.resources, settings, target, source.name, dead_letters)
-        )
-        shared = " ".join([*order_rule_args(settings), *prepared.dead_letter_args])
+        prepared = flink_job.prepare(Deploying(context, config, context.resources, target, source.name, dead_letters))
+        shared = " ".join([*order_rule_args(tunables), *prepared.dead_letter_args])
         version = spec.version("|".join([*prepared.version_parts, shared]))
         builder, _ = observed_event_builder(pipeline, kafka.registry())
         close_replaced = closer(job, builder, lineage.emitter(), deployed_by(context))
@@ -366,9 +363,9 @@ def deploy_asset(pipeline: Pipeline, settings: StackSettings, flink_job: FlinkDe
         emitter = lineage.emitter()
         dagster_run = deployed_by(context)
         started_by = f"Dagster run {context.run.run_id}"
-        listener = ListenerLog(openlineage_events_file(settings)) if flink_job.listener else None
+        listener = ListenerLog(client.listener_events_file()) if flink_job.listener else None
         mark = listener.mark() if listener else 0
-        args = [*prepared.args, *order_rule_args(settings), *prepared.dead_letter_args]
+        args = [*prepared.args, *order_rule_args(tunables), *prepared.dead_letter_args]
         if client.checkpoint_dir(job.name):
             args += ["--checkpoint-dir", client.checkpoint_dir(job.name)]
         if savepoint:
@@ -423,7 +420,7 @@ def deploy_asset(pipeline: Pipeline, settings: StackSettings, flink_job: FlinkDe
         owners=["team:data-platform"],
         group_name="streaming",
         metadata=identity_metadata(pipeline, target),
-        freshness_policy=streaming_output(settings),
+        freshness_policy=streaming_output(tunables.streaming_fresh_minutes),
         required_resource_keys=set(flink_job.resources),
     )(deploy)
 

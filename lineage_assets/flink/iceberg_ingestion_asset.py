@@ -6,9 +6,9 @@ the run."""
 
 import dagster as dg
 
-from infra.settings import StackSettings
 from lineage_assets.flink.deploy import JOBS_DIR, Deploying, FlinkDeployment, FlinkJobSpec, Prepared, deploy_asset
 from lineage_assets.flink.tables import ensure_orders_table
+from lineage_assets.freshness import PipelineTunables
 from lineage_assets.kafka.topics import TopicSpec
 from lineage_assets.lineage.identity import CONSUMER_GROUPS, DEAD_LETTER_RETENTION_MS, DEAD_LETTER_TOPICS, Pipeline
 
@@ -71,5 +71,5 @@ DEPLOYMENT = FlinkDeployment(
 )
 
 
-def build_iceberg_ingestion_asset(pipeline: Pipeline, settings: StackSettings) -> dg.AssetsDefinition:
-    return deploy_asset(pipeline, settings, DEPLOYMENT)
+def build_iceberg_ingestion_asset(pipeline: Pipeline, tunables: PipelineTunables) -> dg.AssetsDefinition:
+    return deploy_asset(pipeline, tunables, DEPLOYMENT)

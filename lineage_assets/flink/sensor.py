@@ -19,12 +19,11 @@ import dagster as dg
 from openlineage.client.event_v2 import RunEvent
 
 from flink_jobs.deployment import VERSION
-from infra.settings import StackSettings
 from lineage_assets.flink.client import ACTIVE, FlinkClient, FlinkError, FlinkJob
 from lineage_assets.flink.deploy import deployed_here
 from lineage_assets.flink.resource import FlinkResource
 from lineage_assets.flink.runs import ENGINE, FOUND_RUNNING, close_run, flink_run_id, open_events
-from lineage_assets.freshness import CAUGHT_UP, NEW_DATA, REASON, caught_up_materialization_due
+from lineage_assets.freshness import CAUGHT_UP, NEW_DATA, REASON, PipelineTunables, caught_up_materialization_due
 from lineage_assets.kafka.observed import observed_event_builder
 from lineage_assets.kafka.resource import KafkaResource
 from lineage_assets.kafka.topics import KafkaUnavailable, consumer_lag, end_offsets
@@ -104,9 +103,13 @@ def _close(
 
 
 def build_flink_job_sensor(
-    pipeline: Pipeline, settings: StackSettings, latest_checks: LatestStateChecks | None = None
+    pipeline: Pipeline,
+    fresh_minutes: int = PipelineTunables.streaming_fresh_minutes,
+    latest_checks: LatestStateChecks | None = None,
 ) -> dg.SensorDefinition:
-    """``latest_checks``: evaluates the checks of each asset this sensor materializes, in the same tick."""
+    """``fresh_minutes``: the streaming outputs' freshness window (a caught-up job's output is materialized every
+    quarter of it); ``latest_checks``: evaluates the checks of each asset this sensor materializes, in the same
+    tick."""
     followed = tracked_jobs(pipeline)
 
     @dg.sensor(
@@ -248,7 +251,7 @@ def build_flink_job_sensor(
                 reason = NEW_DATA
             elif state == "RUNNING" and lag == 0:
                 latest = context.instance.get_latest_materialization_event(key)
-                due = caught_up_materialization_due(latest.timestamp if latest else None, time.time(), settings)
+                due = caught_up_materialization_due(latest.timestamp if latest else None, time.time(), fresh_minutes)
                 reason = CAUGHT_UP if due else None
             if reason:
                 events.append(dg.AssetMaterialization(asset_key=key, metadata={**facts, REASON: reason}))

@@ -9,8 +9,8 @@ listener never ends the run in a session cluster, so the Flink job sensor does.
 
 import dagster as dg
 
-from infra.settings import StackSettings
 from lineage_assets.flink.deploy import JOBS_DIR, Deploying, FlinkDeployment, FlinkJobSpec, Prepared, deploy_asset
+from lineage_assets.freshness import PipelineTunables
 from lineage_assets.kafka.registry import RegistryError, ensure_compatibility, subject_of
 from lineage_assets.kafka.topics import TopicSpec, ensure_topic
 from lineage_assets.lineage.identity import (
@@ -89,5 +89,5 @@ DEPLOYMENT = FlinkDeployment(
 )
 
 
-def build_supplier_stats_stream_asset(pipeline: Pipeline, settings: StackSettings) -> dg.AssetsDefinition:
-    return deploy_asset(pipeline, settings, DEPLOYMENT)
+def build_supplier_stats_stream_asset(pipeline: Pipeline, tunables: PipelineTunables) -> dg.AssetsDefinition:
+    return deploy_asset(pipeline, tunables, DEPLOYMENT)

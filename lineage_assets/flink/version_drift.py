@@ -7,7 +7,6 @@ from __future__ import annotations
 import dagster as dg
 
 from flink_jobs.deployment import VERSION
-from infra.settings import StackSettings
 from lineage_assets.flink import iceberg_ingestion_asset, supplier_stats_stream_asset
 from lineage_assets.flink.client import ACTIVE, FlinkClient, FlinkError
 from lineage_assets.flink.deploy import FlinkJobSpec, code_part
@@ -69,15 +68,11 @@ def version_result(client: FlinkClient, name: str, spec: FlinkJobSpec) -> dg.Ass
     )
 
 
-def build_version_drift_checks(pipeline: Pipeline, settings: StackSettings) -> list[dg.AssetChecksDefinition]:
-    return [
-        _check(pipeline, settings, name, spec, dataset) for name, (spec, dataset) in checkout_jobs(pipeline).items()
-    ]
+def build_version_drift_checks(pipeline: Pipeline) -> list[dg.AssetChecksDefinition]:
+    return [_check(pipeline, name, spec, dataset) for name, (spec, dataset) in checkout_jobs(pipeline).items()]
 
 
-def _check(
-    pipeline: Pipeline, settings: StackSettings, name: str, spec: FlinkJobSpec, dataset: str
-) -> dg.AssetChecksDefinition:
+def _check(pipeline: Pipeline, name: str, spec: FlinkJobSpec, dataset: str) -> dg.AssetChecksDefinition:
     key = asset_key(pipeline.dataset(dataset))
 
     @dg.asset_check(

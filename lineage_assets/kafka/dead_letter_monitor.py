@@ -17,7 +17,6 @@ from collections import Counter
 import dagster as dg
 from confluent_kafka import Consumer, TopicPartition
 
-from infra.settings import StackSettings
 from lineage_assets.kafka.connection import KafkaConnection
 from lineage_assets.kafka.resource import KafkaResource
 from lineage_assets.kafka.topics import Kafka, KafkaUnavailable, end_offsets
@@ -141,13 +140,13 @@ def build_dead_letter_sensor(pipeline: Pipeline, name: str = "dead_letter_sensor
     return dead_letter_sensor
 
 
-def build_dead_letter_share_check(pipeline: Pipeline, settings: StackSettings) -> dg.AssetChecksDefinition:
-    """On the source topic: every dead-letter topic fed from it stays under the allowed share."""
+def build_dead_letter_share_check(pipeline: Pipeline, max_share: float) -> dg.AssetChecksDefinition:
+    """On the source topic: every dead-letter topic fed from it stays under ``max_share`` of its new records."""
     source = pipeline.dataset("kafka_orders")
     letters = [
         pipeline.dead_letter_dataset(job) for job in DEAD_LETTER_TOPICS if source.key in pipeline.job(job).inputs
     ]
-    limit = settings.dead_letter_max_share
+    limit = max_share
 
     @dg.asset_check(
         asset=asset_key(source),

@@ -18,8 +18,10 @@ from lineage_assets.connect.assets import SINK_CONNECTOR, SOURCE_CONNECTOR, buil
 from lineage_assets.connect.client import ConnectClient, ConnectError
 from lineage_assets.connect.configs import render_connector
 from lineage_assets.connect.sensor import build_connector_sensor
+from lineage_assets.freshness import PipelineTunables
 from lineage_assets.lineage.marquez_client import MarquezClient
 from lineage_assets.lineage.outbox import Outbox
+from lineage_assets.resources import build_resources
 from lineage_assets.source.generator import generate_orders_job
 from tests.service.lineage_assets.conftest import deliver, pipeline_for_tests, private_lineage
 
@@ -36,7 +38,9 @@ def instance():
 
 @pytest.fixture(scope="module")
 def deployed(settings, pipeline, resources):
-    result = dg.materialize(build_connect_assets(pipeline, settings), resources=resources)
+    result = dg.materialize(
+        build_connect_assets(pipeline, PipelineTunables.from_settings(settings)), resources=resources
+    )
     assert result.success
     return result
 
@@ -80,7 +84,9 @@ def _consume_orders(settings, wanted: set[str], timeout: float = 120.0) -> dict[
 
 
 def test_materializing_twice_changes_nothing_the_second_time(settings, pipeline, resources, deployed):
-    again = dg.materialize(build_connect_assets(pipeline, settings), resources=resources)
+    again = dg.materialize(
+        build_connect_assets(pipeline, PipelineTunables.from_settings(settings)), resources=resources
+    )
     meta = {
         m.asset_key.to_user_string(): m.step_materialization_data.materialization.metadata
         for m in again.get_asset_materialization_events()
@@ -123,7 +129,7 @@ def test_orders_are_archived_as_json_lines(settings, resources, generated):
 
 
 def test_invalid_connector_config_fails_with_connects_message(settings):
-    config = render_connector(SINK_CONNECTOR, settings)
+    config = render_connector(SINK_CONNECTOR, build_resources(settings)["connect"])
     config["flush.size"] = "0"
     with pytest.raises(ConnectError, match=r"flush\.size"):
         ConnectClient(settings.connect_url).deploy("orders-s3-sink-invalid", config)
@@ -131,7 +137,7 @@ def test_invalid_connector_config_fails_with_connects_message(settings):
 
 
 def test_sensor_reports_observations_and_connector_runs(settings, pipeline, resources, generated, instance):
-    sensor = build_connector_sensor(pipeline)
+    sensor = build_connector_sensor(pipeline, fresh_minutes=settings.streaming_fresh_minutes)
     outbox = Outbox(resources["lineage"].outbox_path)
     client = ConnectClient(settings.connect_url)
 
@@ -194,7 +200,7 @@ def test_poison_record_goes_to_the_dead_letter_topic_and_the_sink_keeps_running(
     assert status.state == "RUNNING" and {t.state for t in status.tasks} == {"RUNNING"}
 
     with dg.build_sensor_context(instance=instance, resources=resources) as ctx:
-        result = build_connector_sensor(pipeline)(ctx)
+        result = build_connector_sensor(pipeline, fresh_minutes=settings.streaming_fresh_minutes)(ctx)
     obs = {o.asset_key.to_user_string(): o.metadata for o in result.asset_events}
     assert obs["s3/orders_archive"]["dead_letters"].value >= before + 1
 
@@ -214,7 +220,7 @@ def test_a_task_failing_at_run_time_fails_its_run_with_the_trace(settings, resou
     producer.produce(topic, value=b"not avro at all")
     assert producer.flush(30) == 0
 
-    config = render_connector(SINK_CONNECTOR, settings)
+    config = render_connector(SINK_CONNECTOR, build_resources(settings)["connect"])
     config.update({"topics": topic, "tasks.max": "1", "errors.tolerance": "none", "s3.prefix": "failing-test/"})
     for key in [k for k in config if k.startswith("errors.deadletterqueue")]:
         del config[key]
@@ -222,7 +228,12 @@ def test_a_task_failing_at_run_time_fails_its_run_with_the_trace(settings, resou
     client = ConnectClient(settings.connect_url)
     lineage = private_lineage(settings, tmp_path)
     pipeline = pipeline_for_tests(settings)
-    sensor = build_connector_sensor(pipeline, connectors={connector: SINK_CONNECTOR}, name="failing_test_sensor")
+    sensor = build_connector_sensor(
+        pipeline,
+        connectors={connector: SINK_CONNECTOR},
+        name="failing_test_sensor",
+        fresh_minutes=settings.streaming_fresh_minutes,
+    )
     try:
         client.deploy(connector, {**config, "consumer.override.auto.offset.reset": "earliest"})
         deadline = time.monotonic() + 90

@@ -4,7 +4,6 @@ dead_letter_share check fails at a 1 % threshold and passes at 10 %."""
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import time
 import uuid
@@ -110,7 +109,7 @@ def test_poison_is_counted_by_reason_and_the_share_check_uses_the_threshold(sett
         assert tick(sensor, instance, cursor)[0] == [], "nothing new: no observation"
 
         def share_check(limit: float) -> dg.AssetCheckEvaluation:
-            check = build_dead_letter_share_check(pipeline, dataclasses.replace(settings, dead_letter_max_share=limit))
+            check = build_dead_letter_share_check(pipeline, limit)
             result = dg.materialize(
                 [*defs.assets, check],
                 selection=dg.AssetSelection.checks(check),

@@ -24,6 +24,7 @@ from infra.services.flink import flink_cli, order_functions_jar
 from infra.settings import REPO_ROOT
 from lineage_assets.checks.asset_checks import build_lineage_checks
 from lineage_assets.flink import supplier_stats_stream_asset
+from lineage_assets.freshness import PipelineTunables
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.metadata import asset_key
 from lineage_assets.resources import build_resources
@@ -146,7 +147,9 @@ def test_a_job_restarted_by_a_second_dagster_instance_has_one_open_run_in_the_st
     cancel(settings, before)
     # a second Dagster instance, its own DAGSTER_HOME, its lineage into an outbox nobody delivers
     resources = {**build_resources(settings), "lineage": private_lineage(settings, tmp_path)}
-    asset = supplier_stats_stream_asset.build_supplier_stats_stream_asset(Pipeline.from_settings(settings), settings)
+    asset = supplier_stats_stream_asset.build_supplier_stats_stream_asset(
+        Pipeline.from_settings(settings), PipelineTunables.from_settings(settings)
+    )
     (tmp_path / "dagster_home").mkdir()
     with dg.DagsterInstance.local_temp(str(tmp_path / "dagster_home")) as other:
         result = dg.materialize([asset], resources=resources, instance=other)
@@ -175,7 +178,9 @@ def test_a_job_restarted_by_a_second_dagster_instance_has_one_open_run_in_the_st
 def test_a_third_instance_adopts_the_running_job_instead_of_starting_another(settings, deployed, tmp_path):
     running = running_jid(settings, FLINK_JOB)
     resources = {**build_resources(settings), "lineage": private_lineage(settings, tmp_path)}
-    asset = supplier_stats_stream_asset.build_supplier_stats_stream_asset(Pipeline.from_settings(settings), settings)
+    asset = supplier_stats_stream_asset.build_supplier_stats_stream_asset(
+        Pipeline.from_settings(settings), PipelineTunables.from_settings(settings)
+    )
     (tmp_path / "dagster_home").mkdir()
     with dg.DagsterInstance.local_temp(str(tmp_path / "dagster_home")) as third:
         result = dg.materialize([asset], resources=resources, instance=third)
@@ -245,8 +250,10 @@ def run_state_check(settings) -> dg.AssetCheckEvaluation:
     """Check (d) of kafka/supplier_stats against the stack's Marquez, run the way the UI runs it."""
     pipeline = Pipeline.from_settings(settings)
     key = asset_key(pipeline.dataset("kafka_supplier_stats"))
-    checks = [c for c in build_lineage_checks(pipeline, settings) if any(k.asset_key == key for k in c.check_keys)]
-    asset = supplier_stats_stream_asset.build_supplier_stats_stream_asset(pipeline, settings)
+    checks = [c for c in build_lineage_checks(pipeline) if any(k.asset_key == key for k in c.check_keys)]
+    asset = supplier_stats_stream_asset.build_supplier_stats_stream_asset(
+        pipeline, PipelineTunables.from_settings(settings)
+    )
     with dg.DagsterInstance.ephemeral() as instance:
         result = dg.materialize(
             [asset, *checks],

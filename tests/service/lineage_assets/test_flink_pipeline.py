@@ -35,6 +35,7 @@ from lineage_assets.connect.assets import ORDERS_TOPIC
 from lineage_assets.flink import iceberg_ingestion_asset, supplier_stats_stream_asset
 from lineage_assets.flink.client import FlinkClient
 from lineage_assets.flink.sensor import build_flink_job_sensor
+from lineage_assets.freshness import PipelineTunables
 from lineage_assets.kafka.topics import ensure_topic
 from lineage_assets.lineage.marquez_client import MarquezClient
 from lineage_assets.metadata import asset_key
@@ -78,8 +79,10 @@ def pipeline(settings):
 
 def deploy_both(settings, resources, instance, pipeline) -> dict[str, dg.MaterializeResult]:
     assets = [
-        iceberg_ingestion_asset.build_iceberg_ingestion_asset(pipeline, settings),
-        supplier_stats_stream_asset.build_supplier_stats_stream_asset(pipeline, settings),
+        iceberg_ingestion_asset.build_iceberg_ingestion_asset(pipeline, PipelineTunables.from_settings(settings)),
+        supplier_stats_stream_asset.build_supplier_stats_stream_asset(
+            pipeline, PipelineTunables.from_settings(settings)
+        ),
     ]
     config = {
         "iceberg__default__orders": {"config": {"checkpoint_interval": "5 s"}},
@@ -423,7 +426,7 @@ def test_lineage_of_both_jobs_names_the_one_orders_topic(settings, resources, de
 
 
 def test_the_sensor_ends_both_runs_when_the_cluster_stops(settings, resources, deployed, instance, pipeline):
-    sensor = build_flink_job_sensor(pipeline, settings)
+    sensor = build_flink_job_sensor(pipeline, settings.streaming_fresh_minutes)
     first = evaluate_sensor(sensor, instance, resources, None)
     states = {
         o.asset_key.to_user_string(): o.metadata["state"].value
@@ -454,10 +457,8 @@ def run_state_check(settings, resources, instance, pipeline) -> dg.AssetCheckEva
     """Check (d) of iceberg/default/orders, run through Dagster like the UI runs it, on what Marquez holds."""
     deliver(resources["lineage"])
     ds = pipeline.dataset("iceberg_orders")
-    checks = [
-        c for c in build_lineage_checks(pipeline, settings) if any(k.asset_key == asset_key(ds) for k in c.check_keys)
-    ]
-    asset = iceberg_ingestion_asset.build_iceberg_ingestion_asset(pipeline, settings)
+    checks = [c for c in build_lineage_checks(pipeline) if any(k.asset_key == asset_key(ds) for k in c.check_keys)]
+    asset = iceberg_ingestion_asset.build_iceberg_ingestion_asset(pipeline, PipelineTunables.from_settings(settings))
     result = dg.materialize(
         [asset, *checks],
         selection=dg.AssetSelection.checks(dg.AssetCheckKey(asset_key(ds), "lineage_run_state_agrees")),
@@ -470,7 +471,7 @@ def run_state_check(settings, resources, instance, pipeline) -> dg.AssetCheckEva
 
 def test_the_sensor_ends_each_run_when_its_job_is_cancelled(settings, resources, instance, pipeline):
     redeployed = deploy_both(settings, resources, instance, pipeline)
-    sensor = build_flink_job_sensor(pipeline, settings)
+    sensor = build_flink_job_sensor(pipeline, settings.streaming_fresh_minutes)
     first = evaluate_sensor(sensor, instance, resources, None)
     assert run_state_check(settings, resources, instance, pipeline).passed, "running job, open run"
     client = FlinkClient(settings)

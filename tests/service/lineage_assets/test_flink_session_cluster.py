@@ -25,6 +25,7 @@ from infra.settings import StackSettings
 from lineage_assets.flink import iceberg_ingestion_asset, supplier_stats_stream_asset
 from lineage_assets.flink.client import FlinkClient
 from lineage_assets.flink.sensor import build_flink_job_sensor
+from lineage_assets.freshness import PipelineTunables
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.resources import build_resources
 from tests.service.lineage_assets.conftest import (
@@ -56,8 +57,10 @@ def deploy(settings, resources, instance, restore: dict[str, str]) -> dict[str, 
     savepoint in ``restore`` when it does not run there; job name -> the materialization's metadata."""
     pipeline = Pipeline.from_settings(settings)
     assets = [
-        iceberg_ingestion_asset.build_iceberg_ingestion_asset(pipeline, settings),
-        supplier_stats_stream_asset.build_supplier_stats_stream_asset(pipeline, settings),
+        iceberg_ingestion_asset.build_iceberg_ingestion_asset(pipeline, PipelineTunables.from_settings(settings)),
+        supplier_stats_stream_asset.build_supplier_stats_stream_asset(
+            pipeline, PipelineTunables.from_settings(settings)
+        ),
     ]
     config = {OPS[name]: {"config": {"restore_from": restore.get(name, "")}} for name in JOBS}
     result = dg.materialize(
@@ -257,7 +260,7 @@ def test_orders_from_before_during_and_after_the_move_arrive_exactly_once(settin
 
 def test_the_sensor_tracks_both_jobs_on_the_second_cluster(moved):
     pipeline = Pipeline.from_settings(moved.away)
-    sensor = build_flink_job_sensor(pipeline, moved.away)
+    sensor = build_flink_job_sensor(pipeline, moved.away.streaming_fresh_minutes)
     resources = {k: moved.resources_away[k] for k in ("iceberg", "kafka", "lineage", "flink")}  # no Spark session
     result = evaluate_sensor(sensor, moved.instance_away, resources, None)
     observed = {

@@ -22,6 +22,7 @@ from lineage_assets.connect.assets import ORDERS_TOPIC
 from lineage_assets.flink.client import FlinkClient
 from lineage_assets.flink.deploy import require_source_topic
 from lineage_assets.flink.iceberg_ingestion_asset import DLQ_TOPIC, JOB, build_iceberg_ingestion_asset
+from lineage_assets.freshness import PipelineTunables
 from lineage_assets.kafka.connection import KafkaConnection
 from lineage_assets.kafka.topics import end_offsets, ensure_topic
 from lineage_assets.lineage.identity import Pipeline
@@ -52,7 +53,7 @@ def instance():
 @pytest.fixture(scope="module")
 def deployed(settings, resources, instance):
     ensure_topic(settings.kafka_bootstrap, ORDERS_TOPIC)
-    asset = build_iceberg_ingestion_asset(Pipeline.from_settings(settings), settings)
+    asset = build_iceberg_ingestion_asset(Pipeline.from_settings(settings), PipelineTunables.from_settings(settings))
     result = dg.materialize([asset], resources=resources, instance=instance)
     assert result.success
     yield asset, result
@@ -176,7 +177,7 @@ def test_manual_lineage_names_the_table_spark_reads(settings, resources, deploye
 def test_sensor_closes_the_run_when_the_job_is_cancelled(settings, resources, deployed, instance):
     from lineage_assets.flink.sensor import build_flink_job_sensor
 
-    sensor = build_flink_job_sensor(Pipeline.from_settings(settings), settings)
+    sensor = build_flink_job_sensor(Pipeline.from_settings(settings), settings.streaming_fresh_minutes)
 
     def evaluate(cursor):
         with dg.build_sensor_context(instance=instance, cursor=cursor, resources=resources) as ctx:

@@ -107,7 +107,7 @@ def defs(settings, pipeline) -> dg.Definitions:
     product = build_definitions(settings)
     return dg.Definitions(
         assets=[*product.assets, build_supplier_daily_asset(pipeline)],
-        asset_checks=build_lineage_checks(pipeline, settings),
+        asset_checks=build_lineage_checks(pipeline),
         schedules=[build_streaming_checks_schedule(pipeline)],
         resources=product.resources,
     )

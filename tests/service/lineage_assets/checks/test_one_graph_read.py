@@ -36,7 +36,7 @@ def test_every_lineage_check_runs_on_one_read_of_our_part_of_marquez(settings, p
     resources = {k: v for k, v in build_resources(settings).items() if k in ("lineage", "flink", "connect")}
 
     result = dg.materialize(
-        build_lineage_checks(pipeline, settings),
+        build_lineage_checks(pipeline),
         selection=dg.AssetSelection.checks(*every),
         resources=resources,
         instance=dg.DagsterInstance.ephemeral(),

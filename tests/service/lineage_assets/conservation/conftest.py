@@ -12,7 +12,7 @@ from botocore.config import Config
 from confluent_kafka import Consumer, TopicPartition
 
 from lineage_assets.conservation.store import CountStore
-from lineage_assets.conservation.stores import RESOURCE_KEYS, Stores
+from lineage_assets.conservation.stores import RESOURCE_KEYS, Stores, count_store_path
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.resources import build_resources
 
@@ -28,7 +28,7 @@ def stores(settings, tmp_path_factory):
     """The deployment's stores, remembering counts in a private store of the test module."""
     wanted = {k: v for k, v in build_resources(settings).items() if k in RESOURCE_KEYS}
     with dg.build_resources(wanted) as resources:
-        found = Stores(settings, Pipeline.from_settings(settings), resources)
+        found = Stores(Pipeline.from_settings(settings), resources, count_store_path(settings))
         found.counts = CountStore(tmp_path_factory.mktemp("counts") / "counts.sqlite")
         yield found
 

@@ -27,7 +27,7 @@ from lineage_assets.conservation import archive
 from lineage_assets.conservation.balance import HopBalance, StoreUnavailable
 from lineage_assets.conservation.hops import hops
 from lineage_assets.conservation.store import CountStore
-from lineage_assets.conservation.stores import Stores
+from lineage_assets.conservation.stores import Stores, count_store_path
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.resources import build_resources
 from tests.service.lineage_assets.conservation.conftest import group_committed, judge_consumer
@@ -259,7 +259,7 @@ def test_object_store_down_is_unavailable_naming_the_endpoint(settings, hop, tmp
     pipeline = Pipeline.from_settings(settings)
     wanted = {k: v for k, v in build_resources(settings).items() if k in ("kafka", "object_store")}
     with dg.build_resources(wanted) as res:
-        down = Stores(settings, pipeline, res)
+        down = Stores(pipeline, res, count_store_path(settings))
         down.counts = CountStore(tmp_path / "c.sqlite")
         down.s3 = boto3.client(  # nothing listens on port 9 of loopback
             "s3",

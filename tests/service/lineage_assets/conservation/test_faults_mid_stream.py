@@ -36,7 +36,7 @@ from infra.services.flink import FlinkTaskManager
 from infra.services.kafka_connect import KafkaConnect
 from infra.services.object_store import ObjectStore
 from lineage_assets.conservation.reconcile import accept, reconcile
-from lineage_assets.conservation.stores import RESOURCE_KEYS, Stores
+from lineage_assets.conservation.stores import RESOURCE_KEYS, Stores, count_store_path
 from lineage_assets.kafka.topics import end_offsets
 from lineage_assets.resources import build_resources
 
@@ -49,7 +49,7 @@ SUPPLIERS = ["Alice", "Bob", "Carol", "Alex", "Joe", "James", "Jane", "Jack"]
 def stores(settings, pipeline):
     wanted = {k: v for k, v in build_resources(settings).items() if k in RESOURCE_KEYS}
     with dg.build_resources(wanted) as resources:
-        yield Stores(settings, pipeline, resources)
+        yield Stores(pipeline, resources, count_store_path(settings))
 
 
 def accept_earlier_writers(stores: Stores) -> None:

@@ -14,7 +14,7 @@ from infra.settings import StackSettings
 from lineage_assets.conservation import orders_source
 from lineage_assets.conservation.hops import hops
 from lineage_assets.conservation.store import CountStore
-from lineage_assets.conservation.stores import Stores
+from lineage_assets.conservation.stores import Stores, count_store_path
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.resources import build_resources
 
@@ -29,7 +29,7 @@ def stores(tmp_path):
     pipeline = Pipeline.from_settings(settings)
     wanted = {k: v for k, v in build_resources(settings).items() if k in ("kafka", "source_db", "connect")}
     with dg.build_resources(wanted) as res:
-        built = Stores(settings, pipeline, res)
+        built = Stores(pipeline, res, count_store_path(settings))
         built.counts = CountStore(tmp_path / "c.sqlite")
         yield built
 

@@ -16,7 +16,7 @@ from infra.services.iceberg_catalog import load_catalog
 from lineage_assets.conservation import spark_days
 from lineage_assets.conservation.hops import hops
 from lineage_assets.conservation.store import CountStore
-from lineage_assets.conservation.stores import Stores
+from lineage_assets.conservation.stores import Stores, count_store_path
 from lineage_assets.lineage.identity import SPARK_SUPPLIER_STATS_JOB, Pipeline
 from lineage_assets.spark.supplier_stats_batch import build_supplier_stats_asset
 from tests.service.lineage_assets.conftest import commit_retrying, deliver, outbox_events
@@ -51,7 +51,7 @@ def materialized(settings, resources, today):
 @pytest.fixture
 def stores(settings, pipeline, resources, tmp_path):
     with dg.build_resources({"iceberg": resources["iceberg"]}) as res:
-        s = Stores(settings, pipeline, res)
+        s = Stores(pipeline, res, count_store_path(settings))
         s.counts = CountStore(tmp_path / "c.sqlite")
         yield s
 

@@ -19,7 +19,7 @@ from infra.settings import StackSettings
 from lineage_assets.conservation import supplier_windows
 from lineage_assets.conservation.hops import hops
 from lineage_assets.conservation.store import CountStore
-from lineage_assets.conservation.stores import Stores
+from lineage_assets.conservation.stores import Stores, count_store_path
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.resources import build_resources
 
@@ -124,9 +124,10 @@ def stack(tmp_path):
         if k in ("kafka", "iceberg", "object_store", "flink", "connect", "source_db")
     }
     with dg.build_resources(wanted) as res:
-        stores = Stores(settings, pipeline, res)
+        stores = Stores(pipeline, res, count_store_path(settings))
         stores.counts = CountStore(tmp_path / "counts.sqlite")
-        own = Stores(settings, pipeline, res)  # the stack's count store, which the checks and the CLI use
+        # the stack's count store, which the checks and the CLI use
+        own = Stores(pipeline, res, count_store_path(settings))
         yield settings, hops(pipeline)["supplier-stats"], stores, own
 
 

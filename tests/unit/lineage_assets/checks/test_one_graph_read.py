@@ -80,7 +80,7 @@ def run_checks(tmp_path, selection: list[dg.AssetCheckKey]) -> dg.ExecuteInProce
         "connect": NoConnect(url="http://connect.invalid"),
     }
     return dg.materialize(
-        build_lineage_checks(PIPELINE, SETTINGS),
+        build_lineage_checks(PIPELINE),
         selection=dg.AssetSelection.checks(*selection),
         resources=resources,
         instance=dg.DagsterInstance.ephemeral(),

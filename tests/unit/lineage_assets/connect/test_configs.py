@@ -6,6 +6,7 @@ from infra.services.kafka_connect import worker_security_lines
 from infra.settings import REGISTRY_PASSWORD_ENV, StackSettings
 from lineage_assets.connect.configs import ConnectorConfigError, render_connector
 from lineage_assets.kafka.connection import KafkaConnection
+from lineage_assets.resources import build_resources
 
 
 def test_an_external_apicurio_registry_gives_the_converters_its_native_api_and_credentials():
@@ -14,7 +15,7 @@ def test_an_external_apicurio_registry_gives_the_converters_its_native_api_and_c
         external_schema_registry="https://registry.prod/apis/ccompat/v7",
         schema_registry_user_info="connect:pw-4711",
     )
-    config = render_connector("orders-s3-sink", s)
+    config = render_connector("orders-s3-sink", build_resources(s)["connect"])
     assert config["value.converter.apicurio.registry.url"] == "https://registry.prod/apis/registry/v2"
     assert config["value.converter.apicurio.auth.username"] == "connect"
     assert config["value.converter.apicurio.auth.password"] == f"${{env:{REGISTRY_PASSWORD_ENV}}}"
@@ -24,7 +25,7 @@ def test_an_external_apicurio_registry_gives_the_converters_its_native_api_and_c
 def test_a_registry_without_apicurio_api_is_a_clear_error():
     s = dataclasses.replace(StackSettings(), external_schema_registry="https://confluent-sr.prod:8081")
     with pytest.raises(ConnectorConfigError, match="Apicurio"):
-        render_connector("orders-source", s)
+        render_connector("orders-source", build_resources(s)["connect"])
 
 
 def test_the_worker_and_its_connector_clients_get_the_security_settings():

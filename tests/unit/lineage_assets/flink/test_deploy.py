@@ -187,6 +187,7 @@ def toy(monkeypatch):
     """A Flink job deployed by the factory with every cluster call replaced: what the factory itself adds."""
     from infra.settings import StackSettings
     from lineage_assets.flink import deploy
+    from lineage_assets.freshness import PipelineTunables
     from lineage_assets.kafka.topics import TopicSpec
     from lineage_assets.lineage.identity import Pipeline
 
@@ -225,7 +226,7 @@ def toy(monkeypatch):
         resources=frozenset({"kafka", "lineage", "flink"}),
         prepare=prepare,
     )
-    asset = deploy.deploy_asset(Pipeline.from_settings(StackSettings()), StackSettings(), flink_job)
+    asset = deploy.deploy_asset(Pipeline.from_settings(StackSettings()), PipelineTunables(), flink_job)
     return asset, calls
 
 

@@ -10,5 +10,5 @@ def test_the_sensor_follows_every_flink_job_of_the_identity_module():
         ("iceberg-ingestion", "iceberg_orders", "iceberg-ingestion", iceberg_facts),
         ("supplier-stats", "kafka_supplier_stats", "supplier-stats", topic_facts),
     ]
-    sensor = build_flink_job_sensor(pipeline, StackSettings())
+    sensor = build_flink_job_sensor(pipeline, StackSettings().streaming_fresh_minutes)
     assert sensor.description.startswith("Follows the Flink jobs (iceberg-ingestion, supplier-stats) by name")

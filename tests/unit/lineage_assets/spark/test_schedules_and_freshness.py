@@ -9,7 +9,7 @@ import yaml
 from infra.services.dagster import instance_config
 from infra.settings import StackSettings
 from lineage_assets.definitions import build_definitions
-from lineage_assets.freshness import caught_up_materialization_due
+from lineage_assets.freshness import PipelineTunables, caught_up_materialization_due
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.metadata import asset_key
 from lineage_assets.spark.supplier_stats_batch import SPARK_POOL
@@ -39,10 +39,10 @@ def test_streaming_outputs_and_the_daily_table_declare_freshness():
 
 
 def test_a_caught_up_job_refreshes_its_output_every_quarter_window():
-    settings = StackSettings(streaming_fresh_minutes=10)
-    assert caught_up_materialization_due(None, 1_000.0, settings), "an output never materialized"
-    assert not caught_up_materialization_due(1_000.0, 1_000.0 + 149, settings)
-    assert caught_up_materialization_due(1_000.0, 1_000.0 + 150, settings), "a quarter window: before the warning"
+    fresh_minutes = PipelineTunables.from_settings(StackSettings(streaming_fresh_minutes=10)).streaming_fresh_minutes
+    assert caught_up_materialization_due(None, 1_000.0, fresh_minutes), "an output never materialized"
+    assert not caught_up_materialization_due(1_000.0, 1_000.0 + 149, fresh_minutes)
+    assert caught_up_materialization_due(1_000.0, 1_000.0 + 150, fresh_minutes), "a quarter window: before the warning"
 
 
 def test_every_sensor_and_schedule_runs_on_its_own_by_default():
