@@ -1,11 +1,5 @@
 """``lineage-lab``: run the embedded stack and resolve its artifacts; run the pipeline on it, and ask its lineage.
 
-lineage-lab stack up [SERVICE ...]       start (in order) what is not running; idempotent
-lineage-lab stack down                   stop everything lineage-lab started, nothing else
-lineage-lab stack status                 each service with port, pid and health
-lineage-lab stack logs [SERVICE] [-n N] [-f]
-lineage-lab service run|health SERVICE   one service in the foreground, as a container's main process
-lineage-lab artifacts resolve|list       JVM artifacts of infra/artifacts.toml
 lineage-lab lineage outbox [--flush]     the lineage outbox; --flush delivers what is queued
 lineage-lab lineage drain|graph          deliver the outbox continuously; the graph in Marquez by identity (JSON)
 lineage-lab pipeline run [--orders N]    the main job: deploy, orders, Iceberg, supplier_stats, checks, verify
@@ -16,7 +10,7 @@ lineage-lab reconcile [--deep] [--job J] every hop's records accounted for; exit
 
 # The entry point (`lineage-lab`, `python -m lineage_assets.cli`), on top of the house: infra/cli.py's stack commands,
 # then the app's (lineage, pipeline, verify, impact, reconcile); `stack up` / `stack down` get the app's Flink steps
-# as hooks. This docstring is the help of every command.
+# as hooks. The help lists the stack's commands (infra/cli.py's docstring), then the app's (this one's).
 
 from __future__ import annotations
 
@@ -306,7 +300,9 @@ HANDLERS: dict[str, Callable[[argparse.Namespace, StackSettings], int]] = {
 
 def parser() -> argparse.ArgumentParser:
     """The whole ``lineage-lab`` parser: the stack's commands, then the app's."""
-    return stack_cli.parser(__doc__, add_commands)
+    title, app_commands = __doc__.split("\n\n", 1)
+    stack_commands = stack_cli.__doc__.split("\n\n", 1)[1]
+    return stack_cli.parser(f"{title}\n\n{stack_commands}{app_commands}", add_commands)
 
 
 def main(argv: list[str] | None = None) -> int:
