@@ -27,8 +27,10 @@ def dagster_cli(home: Path, workspace: Path, *args: str, timeout: float = 120) -
 #: seconds the daemon waits for one sensor evaluation (Dagster's default is 60). A tick that records a
 #: materialization also evaluates that asset's checks and reconciles its hop; on two busy cores (a Spark run starting)
 #: that took over 60 s, and a tick that times out is lost whole: its cursor, its events and its check evaluations,
-#: so the next tick redoes the work and the sensor can fall behind for good.
+#: so the next tick redoes the work and the sensor can fall behind for good. DAGSTER_SENSOR_GRPC_TIMEOUT_SECONDS set
+#: in the environment of `stack up` takes precedence.
 SENSOR_TIMEOUT_S = 300
+SENSOR_TIMEOUT_ENV = "DAGSTER_SENSOR_GRPC_TIMEOUT_SECONDS"
 #: sensors evaluated at once: the daemon evaluates them one after another by default, so one slow tick of the Flink
 #: sensor delayed the connector sensor's too
 SENSOR_WORKERS = 4
@@ -85,7 +87,7 @@ class DagsterDev(Service):
             env={
                 **self.settings.as_env(),
                 "DAGSTER_HOME": str(self.dagster_home),
-                "DAGSTER_SENSOR_GRPC_TIMEOUT_SECONDS": str(SENSOR_TIMEOUT_S),
+                SENSOR_TIMEOUT_ENV: os.environ.get(SENSOR_TIMEOUT_ENV) or str(SENSOR_TIMEOUT_S),
             },
             cwd=REPO_ROOT,
         )
