@@ -8,6 +8,7 @@ import json
 import time
 
 import dagster as dg
+from botocore.exceptions import BotoCoreError, ClientError
 
 from lineage_assets.connect.assets import DLQ_TOPIC, ORDERS_TOPIC, SINK_CONNECTOR, SOURCE_CONNECTOR
 from lineage_assets.connect.client import ConnectError
@@ -151,9 +152,11 @@ def build_connector_sensor(
         except KafkaUnavailable as exc:  # connector states (and their runs, already emitted) still count
             context.log.warning(str(exc))
             offsets, dlq, lag = {}, -1, None
-        listed = archive_listed(
+        listed, unlisted = archive_listing(
             object_store.client(), pipeline_bucket(pipeline), archive_prefix, offsets, cursor.get(ARCHIVE_LISTING)
         )
+        if unlisted:  # the connectors' states (and their runs, already emitted) still count
+            context.log.warning(f"object store {object_store.endpoint}: {unlisted}")
         objects, size = listed["objects"], listed["bytes"]
         observations = [
             dg.AssetObservation(
@@ -223,6 +226,21 @@ def archive_listed(s3, bucket: str, prefix: str, partitions: dict[int, int], bef
                 after[str(partition)] = obj["Key"]
     listed["after"] = after
     return listed
+
+
+def archive_listing(
+    s3, bucket: str, prefix: str, partitions: dict[int, int], before: dict | None
+) -> tuple[dict, str | None]:
+    """``archive_listed``, or, when the object store does not answer, the previous tick's figures and why: a tick
+    that raised would lose the connectors' states and runs it reports too (the cursor is saved with the result)."""
+    try:
+        return archive_listed(s3, bucket, prefix, partitions, before), None
+    except (BotoCoreError, ClientError) as exc:
+        kept = {"after": {}, "objects": 0, "bytes": 0, **(before or {})}
+        return kept, (
+            f"the archive s3://{bucket}/{prefix} cannot be listed this tick ({exc.__class__.__name__}: {exc}); its "
+            "figures are the previous tick's. Is the object store up (`lineage-lab stack status`)?"
+        )
 
 
 def pipeline_bucket(pipeline: Pipeline) -> str:
