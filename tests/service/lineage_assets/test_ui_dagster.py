@@ -84,10 +84,15 @@ def assert_page_says_passing(browser, instance, key: dg.AssetKey, url: str, time
             shown.first.wait_for(timeout=30_000)
         says_passing = shown.count() > 0
         page.close()
-        if freshness(instance, key) == FreshnessState.PASS:  # PASS before and after the page was read
-            assert says_passing, f"{key.to_user_string()}: the daemon records PASS but the page does not say Passing"
+        if says_passing and freshness(instance, key) == FreshnessState.PASS:  # PASS before and after the read
             return
-        assert time.monotonic() < deadline, f"{key.to_user_string()}: never stayed fresh while its page loaded"
+        # the record can flip to WARN and back between two daemon evaluations while the page loads (a caught-up
+        # output is materialized every quarter of its window, and warns half a window after the last one): the
+        # page then shows the WARN it had; read it again while the deadline allows
+        assert time.monotonic() < deadline, (
+            f"{key.to_user_string()}: the page never said Passing while the daemon recorded PASS; see {shot}"
+        )
+        time.sleep(5)
 
 
 def test_the_sensor_and_the_runs_it_requested_are_shown(settings, browser, stack_instance):
