@@ -2,10 +2,12 @@ package lab.lineage.orders.flink;
 
 import java.io.IOException;
 import java.io.UncheckedIOException;
+import java.util.Map;
 import lab.lineage.orders.DecodeSettings;
 import lab.lineage.orders.DecodedOrder;
 import lab.lineage.orders.OrderDecoder;
 import lab.lineage.orders.OrderRule;
+import lab.lineage.orders.lineage.FieldOrigins;
 import org.apache.flink.table.annotation.DataTypeHint;
 import org.apache.flink.table.annotation.FunctionHint;
 import org.apache.flink.table.functions.FunctionContext;
@@ -19,11 +21,16 @@ import org.apache.flink.table.data.TimestampData;
 /**
  * iceberg-ingestion's decoder: value BYTES -> exactly one row, a valid order (error NULL) or the reason it is not one
  * (error set, order fields NULL). Registered by the PyFlink job as {@code decode_order}; a bad record never throws.
+ * Each order field is the same-named field of the Avro record in the value, which it tells the job's column lineage
+ * ({@link FieldOrigins}); the error is about the record as a whole.
  */
 @FunctionHint(output = @DataTypeHint(value = "ROW<order_id STRING, supplier STRING, item STRING, "
         + "price DECIMAL(10, 2), bid_time TIMESTAMP(3), currency STRING, error STRING>", bridgedTo = RowData.class))
-public class DecodeOrderFunction extends TableFunction<RowData> {
+public class DecodeOrderFunction extends TableFunction<RowData> implements FieldOrigins {
     private static final long serialVersionUID = 1L;
+    /** Output field -> field of the Avro record it is decoded from (the output row's names, as in the hint). */
+    private static final Map<String, String> FIELD_ORIGINS = Map.of("order_id", "order_id", "supplier", "supplier",
+            "item", "item", "price", "price", "bid_time", "bid_time", "currency", "currency");
 
     private final DecodeSettings settings;
     private transient OrderDecoder decoder;
@@ -59,6 +66,11 @@ public class DecodeOrderFunction extends TableFunction<RowData> {
         row.setField(4, TimestampData.fromEpochMillis(order.bidTimeMs));
         row.setField(5, order.currency == null ? null : StringData.fromString(order.currency));
         collect(row);
+    }
+
+    @Override
+    public Map<String, String> fieldOrigins() {
+        return FIELD_ORIGINS;
     }
 
     @Override
