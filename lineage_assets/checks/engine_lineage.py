@@ -99,13 +99,12 @@ def spark_reader(pipeline: Pipeline, graph: LineageGraph | MarquezError, marquez
         if isinstance(graph, MarquezError):
             return Unknown(job.name, f"Marquez at {marquez_url} cannot be read: {graph}")
         node = graph.jobs.get((job.namespace, job.name))
-        if node is None or not node.outputs:
-            return Unknown(
-                job.name,
-                f"Marquez at {marquez_url} holds no run of {job.name} with datasets yet: materialize its asset",
-            )
+        inputs, outputs = graph.io_with_children(node.identity) if node is not None else (set(), set())
+        if not outputs:
+            why = f"Marquez at {marquez_url} holds no run of {job.name} with datasets yet: materialize its asset"
+            return Unknown(job.name, why)
         columns: dict[DatasetName, dict[str, ColumnAccount]] = {}
-        for identity in sorted(node.outputs):
+        for identity in sorted(outputs):
             out = graph.datasets.get(identity)
             for column, sources in (out.column_sources if out else {}).items():
                 fields = tuple(SourceField(DatasetName(*src), src_column) for src, src_column in sorted(sources))
@@ -113,8 +112,8 @@ def spark_reader(pipeline: Pipeline, graph: LineageGraph | MarquezError, marquez
         return Account(
             job.name,
             f"the OpenLineage Spark listener's events of {job.name}, as Marquez at {marquez_url} holds them",
-            tuple(DatasetName(*i) for i in sorted(node.inputs)),
-            tuple(DatasetName(*o) for o in sorted(node.outputs)),
+            tuple(DatasetName(*i) for i in sorted(inputs)),
+            tuple(DatasetName(*o) for o in sorted(outputs)),
             columns,
         )
 

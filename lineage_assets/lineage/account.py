@@ -226,8 +226,8 @@ def differences(observed: Account, declared: Account) -> list[str]:
             if want_c is None and have_c is not None:
                 found.append(f"{job} writes column {out}.{column} from {_sources(have_c.sources)}; not declared")
             elif have_c is None:
-                if column in columns:
-                    continue  # declared only, and marked so
+                if column in columns or not _direct(want_c):
+                    continue  # declared only and marked so, or computed from no column (an engine names none)
                 found.append(f"{job} does not write column {out}.{column}; declared from {_sources(want_c.sources)}")
             elif _direct(have_c) != _direct(want_c):
                 found.append(

@@ -123,3 +123,22 @@ def test_events_carry_the_account_and_say_per_column_where_the_lineage_comes_fro
     assert stats["lineageOrigin"].columns["total_price"] == "declared"
     assert stats["columnLineage"].fields["total_price"].inputFields[0].field == "price"
     assert "schema" not in outputs[("kafka://127.0.0.1:9092", "x")], "nothing is known of an undeclared topic"
+
+
+def test_a_column_computed_from_no_column_has_nothing_for_an_engine_to_report():
+    stats = DatasetName("s3://warehouse", "default/supplier_stats")
+    observed = Account(
+        "dagster.supplier_stats",
+        "Spark",
+        (ICEBERG,),
+        (stats,),
+        {stats: {"supplier": ColumnAccount((SourceField(ICEBERG, "supplier"),), OBSERVED)}},
+    )
+    assert differences(observed, declared_account(PIPELINE, "dagster.supplier_stats")) == [
+        "dagster.supplier_stats does not write column s3://warehouse/default/supplier_stats.bid_date; declared from "
+        "s3://warehouse/default/orders.bid_time",
+        "dagster.supplier_stats does not write column s3://warehouse/default/supplier_stats.bid_hour; declared from "
+        "s3://warehouse/default/orders.bid_time",
+        "dagster.supplier_stats does not write column s3://warehouse/default/supplier_stats.total_price; declared from "
+        "s3://warehouse/default/orders.price",
+    ], "total_count (count of rows) is not among them"
