@@ -204,7 +204,24 @@ def build_flink_job_sensor(
             current = FlinkClient.current_of(jobs, tracked.name) if jobs is not None else None
             state = current.state if current else "GONE"
 
+            version, started_by, run_id, here, config = None, None, None, None, None
+            if current is not None:
+                run_id = flink_run_id(job, current.jid, current.start_time_ms)
+                try:
+                    config = client.user_config(current.jid)
+                except FlinkError:
+                    config = None
+                version = config.get(VERSION) if config else None
+                here = deployed_here(context.instance, key, current.jid)
+                started_by = here or FOUND_RUNNING
+            live = current is not None and current.state in ACTIVE
             last = Account.from_dict(seen["account"]) if seen.get("account") else None
+            account = (
+                follow_account(pipeline, tracked.name, client, current.jid, config, seen, run_id, out) if live else last
+            )
+            # a run closed while a job of the name runs ends with what runs now: whichever run's events Marquez gets
+            # last, its current version of the job is then what the engine does
+            closing = reportable(pipeline, Unknown(tracked.name, "the job has ended"), account)
 
             def close(
                 run_id: str,
@@ -212,16 +229,15 @@ def build_flink_job_sensor(
                 ending: str,
                 seen: dict = seen,
                 name: str = tracked.name,
-                last: Account | None = last,
+                closing: Account = closing,
             ) -> bool:
                 """Close a run once, when its job has ended; True once it is closed. Not again when this outbox
                 already holds its end (the deployment that replaced the job, or `stack down`, closed it); not yet
                 while the job is still on its way out (CANCELLING, FAILING, SUSPENDED): a later tick closes it.
-                The closing event carries the last account this sensor reported (the declaration never overwrites
-                an observation)."""
+                The closing event carries the account of the job of this name that runs now, else the last one this
+                sensor reported (the declaration never overwrites an observation)."""
                 if not outbox.ended(run_id):
-                    account = reportable(pipeline, Unknown(name, "the job has ended"), last)
-                    event = _close(name, run_id, ending, client, jid, builder, account)
+                    event = _close(name, run_id, ending, client, jid, builder, closing)
                     if event is None:
                         return False
                     emitter.emit(event)
@@ -229,7 +245,6 @@ def build_flink_job_sensor(
                 seen["closed"] = [*seen.get("closed", [])[-50:], run_id]
                 return True
 
-            live = current is not None and current.state in ACTIVE
             # any other run Marquez holds open for this job name (opened elsewhere, or a close that was lost); closed
             # first, so that the run this sensor holds (closed or open below) is the job's newest event
             try:
@@ -251,19 +266,7 @@ def build_flink_job_sensor(
                 if close(held, seen.get("jid"), ending):
                     seen["open"] = None
 
-            version, started_by, run_id, here = None, None, None, None
-            account = last
-            if current is not None:
-                run_id = flink_run_id(job, current.jid, current.start_time_ms)
-                try:
-                    config: dict[str, str] | None = client.user_config(current.jid)
-                except FlinkError:
-                    config = None
-                version = config.get(VERSION) if config else None
-                here = deployed_here(context.instance, key, current.jid)
-                started_by = here or FOUND_RUNNING
             if current is not None and current.state in ACTIVE:
-                account = follow_account(pipeline, tracked.name, client, current.jid, config, seen, run_id, out)
                 if seen.get("open") != run_id:
                     if str(seen.get("by", "")).startswith("Dagster run") and started_by == FOUND_RUNNING:
                         context.log.warning(
