@@ -7,6 +7,7 @@ connector's job is closed, so one job name never has two open runs."""
 import datetime as dt
 import json
 import time
+from dataclasses import replace
 
 import dagster as dg
 from botocore.exceptions import BotoCoreError, ClientError
@@ -103,6 +104,10 @@ def build_connector_sensor(
                 )
             except ConnectError as exc:  # its state was read: the tick goes on, with the last account read
                 account = Unknown(job.name, f"reading {connector}'s config from Kafka Connect {client.url}: {exc}")
+            if isinstance(account, Account) and incarnation is not None:
+                # each config record is a version of the connector (see Account.location)
+                config = incarnation.config_ref or incarnation.ref
+                account = replace(account, location=f"{client.url}/connectors/{connector}/config#{config}")
             accounts[connector] = account
             carried = reported_account(pipeline, job.name, account, before.account)
             if isinstance(account, Unknown):

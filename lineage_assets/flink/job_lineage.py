@@ -189,6 +189,7 @@ def flink_account(
         inputs=tuple(dict.fromkeys(inputs)),
         outputs=tuple(dict.fromkeys(outputs)),
         columns=columns,
+        location=f"{rest_url.rstrip('/')}/jobs/{jid}",
     )
     return with_declared_columns(account, pipeline)
 

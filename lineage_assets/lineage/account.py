@@ -71,6 +71,11 @@ class Account:
     outputs: tuple[DatasetName, ...]
     #: output dataset -> output column -> its sources
     columns: Mapping[DatasetName, Mapping[str, ColumnAccount]] = field(default_factory=dict)
+    #: where the engine runs what it accounts for, changing with every change it makes (a Flink job id, a connector
+    #: config record): sent as the job's sourceCodeLocation, so Marquez makes a job version of each. Marquez links a
+    #: streaming job to a version only when it creates it, so a job put back to lineage it had before would keep
+    #: showing the lineage it had in between
+    location: str = ""
 
     def column_origins(self, output: DatasetName) -> dict[str, Origin]:
         return {column: c.origin for column, c in self.columns.get(output, {}).items()}
@@ -82,6 +87,7 @@ class Account:
             "reader": self.reader,
             "inputs": [[d.namespace, d.name] for d in self.inputs],
             "outputs": [[d.namespace, d.name] for d in self.outputs],
+            "location": self.location,
             "columns": [
                 [
                     [out.namespace, out.name],
@@ -116,6 +122,7 @@ class Account:
                 }
                 for out, columns in data.get("columns", [])
             },
+            location=data.get("location", ""),
         )
 
 
@@ -183,7 +190,7 @@ def with_declared_columns(account: Account, pipeline: Pipeline) -> Account:
         if out.physical in declared:
             for column, c in declared[out.physical][1].items():
                 columns.setdefault(out, {}).setdefault(column, c)
-    return Account(account.job, account.reader, account.inputs, account.outputs, columns)
+    return replace(account, columns=columns)
 
 
 def _names(datasets: Iterable[DatasetName]) -> str:

@@ -22,6 +22,7 @@ from openlineage.client.facet_v2 import (
     parent_run,
     processing_engine_run,
     schema_dataset,
+    source_code_location_job,
     symlinks_dataset,
 )
 from openlineage.client.generated.base import DatasetFacet, InputDatasetFacet, OutputDatasetFacet, RunFacet
@@ -340,19 +341,24 @@ class EventBuilder:
             eventType=state,
             eventTime=iso(event_time or dt.datetime.now(dt.UTC)),
             run=Run(runId=run_id, facets=run_facets),
-            job=Job(
-                namespace=job.namespace,
-                name=job.name,
-                facets={
-                    "jobType": job_type_job.JobTypeJobFacet(
-                        processingType=job.processing_type, integration=job.integration, jobType=job.job_type
-                    )
-                },
-            ),
+            job=Job(namespace=job.namespace, name=job.name, facets=self._job_facets(job, account)),
             inputs=self._inputs(job, account, dataset_facets or {}),
             outputs=self._outputs(job, account, dataset_facets or {}),
             producer=PRODUCER,
         )
+
+    @staticmethod
+    def _job_facets(job: PipelineJob, account: Account | None) -> dict:
+        facets: dict = {
+            "jobType": job_type_job.JobTypeJobFacet(
+                processingType=job.processing_type, integration=job.integration, jobType=job.job_type
+            )
+        }
+        if account is not None and account.location:
+            facets["sourceCodeLocation"] = source_code_location_job.SourceCodeLocationJobFacet(
+                type=job.integration.lower(), url=account.location
+            )
+        return facets
 
     def _key(self, dataset: InputDataset | OutputDataset) -> str | None:
         ds = self.pipeline.by_identity(dataset.namespace, dataset.name)

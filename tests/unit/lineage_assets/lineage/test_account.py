@@ -142,3 +142,17 @@ def test_a_column_computed_from_no_column_has_nothing_for_an_engine_to_report():
         "dagster.supplier_stats does not write column s3://warehouse/default/supplier_stats.total_price; declared from "
         "s3://warehouse/default/orders.price",
     ], "total_count (count of rows) is not among them"
+
+
+def test_the_accounts_location_is_the_jobs_source_code_location_so_marquez_versions_each_change():
+    """Marquez links a streaming job to a version only when it creates it: a job put back to lineage it had before
+    would stay on the version in between unless each change is a version of its own (its location is part of it)."""
+    account = Account("supplier-stats", "listener", (ORDERS,), (SECOND,), location="http://127.0.0.1:8081/jobs/j9")
+    event = EventBuilder(PIPELINE).event(
+        "supplier-stats", RunState.RUNNING, "0195c1c0-0000-7000-8000-000000000001", account=account
+    )
+    location = event.job.facets["sourceCodeLocation"]
+    assert (location.type, location.url) == ("flink", "http://127.0.0.1:8081/jobs/j9")
+    assert Account.from_dict(account.to_dict()).location == "http://127.0.0.1:8081/jobs/j9"
+    declared = EventBuilder(PIPELINE).event("supplier-stats", RunState.RUNNING, "0195c1c0-0000-7000-8000-000000000001")
+    assert "sourceCodeLocation" not in declared.job.facets
