@@ -10,7 +10,9 @@ incarnation is the same.
 
 Every event carries the connector's lineage as Connect runs it (its account, from its live configuration: see
 connector_lineage.py); when that changes while the run is open (its config was changed through Connect's REST API),
-a RUNNING event carries the new one, so Marquez follows within one tick. When the account cannot be read, the last one
+the run COMPLETEs and the next run of its chain opens with the new one, so Marquez follows within one tick
+(Marquez makes a streaming run's lineage of every dataset its events named: only a new run shows a topic no longer
+read). When the account cannot be read, the last one
 read stands (kept in the cursor); only a connector never read is reported as declared, and the events say so.
 
 Run ids derive from what Connect's config topic records (the incarnation's creation, its last resume), so every
@@ -144,10 +146,25 @@ def step(
         run_id = None
     # UNASSIGNED / RESTARTING: transient, no event
     if known is not None and known != track.account and run_id is not None and not events:
-        # the connector's lineage changed under its open run (every event above already carries the new one)
-        emit(RunState.RUNNING)
+        if track.account is None:  # first read by this sensor: the open run now says what it reads and writes
+            emit(RunState.RUNNING)
+        else:
+            # its configuration changed: that stretch of running ends and another begins. Marquez makes a streaming
+            # run's lineage of every dataset its events ever named, so only a new run can show one it reads no more
+            emit(RunState.COMPLETE)
+            run_id = _next_run_id(builder.pipeline.job(job), run_id, incarnation, now)
+            emit(RunState.START)
+            emit(RunState.RUNNING)
     stored = known if known is not None else track.account
     return Track(run_id, state, schema, ref or track.incarnation, stored), events
+
+
+def _next_run_id(job: Job, run_id: str, incarnation: Incarnation | None, now: dt.datetime) -> str:
+    """The run after ``run_id`` in its incarnation's chain (``run_id_of``), the same on every instance."""
+    if incarnation is None:
+        return run_id_for(job.name, now, f"{run_id}#next")
+    created = dt.datetime.fromtimestamp(incarnation.created_ms / 1000, dt.UTC)
+    return run_id_for(f"{job.namespace}/{job.name}", created, f"{run_id}#next")
 
 
 def run_id_of(job: Job, incarnation: Incarnation, closed: Callable[[str], bool], limit: int = 50) -> str:

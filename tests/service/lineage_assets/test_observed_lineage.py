@@ -24,6 +24,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from infra.services.flink import flink_cli, order_functions_jar
 from infra.settings import REPO_ROOT
 from lineage_assets.checks.engine_lineage import build_engine_lineage_check
+from lineage_assets.flink.deploy import job_environment
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.resources import build_resources
 from tests.service.lineage_assets.test_engine_truth import cancel, flink, job_args, restart_with_flink_cli, running_jid
@@ -123,6 +124,10 @@ def test_supplier_stats_restarted_with_another_sink_topic_shows_in_marquez_the_c
     shadow, declared = f"{kafka_ns}/supplier-stats-shadow", f"{kafka_ns}/supplier-stats"
     dead_letters = f"{kafka_ns}/orders-dlq-supplier-stats"
     ensure_topic(settings, "supplier-stats-shadow")
+    until(
+        "Marquez showing supplier-stats as declared, before the change",
+        lambda: writes(settings) == {declared, dead_letters},
+    )
     original = running_jid(settings, "supplier-stats")
     assert original, "the main job deploys supplier-stats"
     args = job_args(settings, original)
@@ -231,6 +236,7 @@ def submit_script(settings, stopped: str, script: str, args: list[str], savepoin
     user = flink(settings, "GET", f"/jobs/{stopped}/config")["execution-config"]["user-config"]
     jobs_dir = REPO_ROOT / "flink_jobs"
     restore = ["-s", savepoint, "-n"] if savepoint else []
+    resources = build_resources(settings)
     result = flink_cli(
         settings,
         "run",
@@ -245,6 +251,7 @@ def submit_script(settings, stopped: str, script: str, args: list[str], savepoin
         *args,
         "--version",
         user["lineage-lab.version"],
+        env=job_environment(resources["kafka"], resources["iceberg"]),  # the object store's keys, as a deploy gives
     )
     assert "Job has been submitted with JobID" in result.stdout, result.stdout[-2000:] + result.stderr[-2000:]
     return result.stdout.split("Job has been submitted with JobID ", 1)[1].split()[0]

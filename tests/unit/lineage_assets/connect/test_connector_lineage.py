@@ -200,7 +200,9 @@ def tick(track: Track, account, status=RUNNING, minute=0):
     return step("orders-s3-sink", track, status, "v1", BUILDER, T0 + dt.timedelta(minutes=minute), account=account)
 
 
-def test_a_config_changed_under_an_open_run_emits_running_with_the_new_lineage():
+def test_a_config_changed_under_an_open_run_ends_it_and_a_new_run_carries_the_new_lineage():
+    """Marquez makes a streaming run's lineage of every dataset its events named: only a new run can show a topic the
+    connector reads no more, so a changed config ends the run (no datasets) and opens the next one of the chain."""
     track, opened = tick(Track(), account_of(deployed("orders-s3-sink")))
     assert [e.eventType.value for e in opened] == ["START", "RUNNING"]
     assert [o.name for o in opened[0].outputs] == ["topics/orders", "orders-dlq"]
@@ -208,13 +210,19 @@ def test_a_config_changed_under_an_open_run_emits_running_with_the_new_lineage()
     track, quiet = tick(track, account_of(deployed("orders-s3-sink")), minute=1)
     assert quiet == [], "the same account read again: nothing to say"
     track, changed = tick(track, account_of(deployed("orders-s3-sink", topics="orders,refunds")), minute=2)
-    (running,) = changed
-    assert running.eventType.value == "RUNNING" and running.run.runId == opened[0].run.runId
+    complete, start, running = changed
+    assert [e.eventType.value for e in changed] == ["COMPLETE", "START", "RUNNING"]
+    assert complete.run.runId == opened[0].run.runId and complete.inputs == [] and complete.outputs == []
+    assert start.run.runId == running.run.runId != opened[0].run.runId
     assert [i.name for i in running.inputs] == ["orders", "refunds"]
     assert [o.name for o in running.outputs] == ["topics/orders", "topics/refunds", "orders-dlq"]
     origin = running.outputs[0].facets["lineageOrigin"]
     assert origin.reader == "Kafka Connect http://127.0.0.1:8083 config of orders-s3-sink"
     assert origin.columns["order_id"] == "declared"
+    track, back = tick(track, account_of(deployed("orders-s3-sink")), minute=3)
+    assert [e.eventType.value for e in back] == ["COMPLETE", "START", "RUNNING"]
+    assert [i.name for i in back[2].inputs] == ["orders"], "put back: the next run reads orders alone"
+    assert back[1].run.runId not in (opened[0].run.runId, running.run.runId)
 
 
 def test_an_unknown_account_keeps_the_last_one_read_from_the_cursor():
@@ -223,11 +231,12 @@ def test_an_unknown_account_keeps_the_last_one_read_from_the_cursor():
     unknown = Unknown("orders-s3-sink", "reading orders-s3-sink's config from Kafka Connect: HTTP 500")
     track, steady = tick(track, unknown, minute=1)
     assert steady == []
+    kept = Account.from_dict(track.account)
+    assert [i.name for i in kept.inputs] == ["orders", "refunds"], "the last account read, not the declaration"
+    assert kept.reader == "Kafka Connect http://127.0.0.1:8083 config of orders-s3-sink"
     _, (abort,) = tick(track, unknown, status=PAUSED, minute=2)
     assert abort.eventType.value == "ABORT"
-    assert [i.name for i in abort.inputs] == ["orders", "refunds"], "the last account read, not the declaration"
-    origin = abort.outputs[0].facets["lineageOrigin"]
-    assert origin.reader == "Kafka Connect http://127.0.0.1:8083 config of orders-s3-sink"
+    assert abort.inputs == [] and abort.outputs == [], "a streaming run's end names no dataset"
 
 
 def test_a_connector_never_read_is_reported_as_declared_and_says_why():
