@@ -129,21 +129,21 @@ def build_connector_sensor(
                     f"{connector}: its lineage changed in Connect: {connector_lineage.describe(carried)} (was: "
                     f"{connector_lineage.describe(Account.from_dict(before.account))})"
                 )
-            for event in events:
-                emitter.emit(event)
-                context.log.info(f"{connector}: {event.eventType.value} run {event.run.runId}")
             if before.incarnation not in (None, track.incarnation) and track.incarnation is not None:
                 context.log.warning(
                     f"{connector} was deleted and created again ({before.incarnation} -> {track.incarnation})"
                 )
             closed = [*cursor.get(f"_closed/{connector}", [])][-50:]
-            closed += [e.run.runId for e in events if e.eventType in (RunState.ABORT, RunState.FAIL)]
+            closed += [e.run.runId for e in events if e.eventType in (RunState.ABORT, RunState.FAIL, RunState.COMPLETE)]
             try:
                 stale = [r for r in open_runs(lineage.marquez(), job) if r["id"] not in (track.run_id, *closed)]
             except MarquezError as exc:
                 context.log.warning(f"cannot read {job.name}'s open runs from Marquez: {exc}")
                 stale = []
-            for run in stale:  # opened elsewhere, or a close that was lost: this incarnation's run is the open one
+            # other runs Marquez holds open (opened elsewhere, or a close that was lost) end before this tick's
+            # events: Marquez 0.51 makes a run's end the job's current version, so no end may follow the opening
+            # of the run that runs now (the outbox delivers a job's events in the order they were emitted)
+            for run in stale:
                 facets = connector_facets(job.name, status, None)
                 emitter.emit(
                     builder.event(
@@ -152,6 +152,9 @@ def build_connector_sensor(
                 )
                 context.log.info(f"{connector}: run {run['id']} was open beside the current one: closed")
                 closed.append(run["id"])
+            for event in events:
+                emitter.emit(event)
+                context.log.info(f"{connector}: {event.eventType.value} run {event.run.runId}")
             cursor[f"_closed/{connector}"] = closed[-50:]
             cursor[connector] = track.dump()
 

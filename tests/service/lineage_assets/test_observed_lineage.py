@@ -191,9 +191,10 @@ def test_a_connector_reading_a_second_topic_shows_in_marquez_and_the_check(setti
     assert engine_check(settings, "archive_orders").passed
 
 
-#: the copy's SQL changes: item computed from another column, a cast added to currency
+#: the copy's SQL changes: item computed from another column, a cast added to price
 CHANGED_SELECT = (
-    "SELECT order_id, UPPER(supplier), price, supplier, CAST(bid_time AS TIMESTAMP(6)), CAST(currency AS VARCHAR(3))"
+    "SELECT order_id, UPPER(supplier), CAST(CAST(price AS DOUBLE) AS DECIMAL(10, 2)), supplier, "
+    "CAST(bid_time AS TIMESTAMP(6)), currency"
 )
 COPY_TABLE = "default.orders_plan_copy"
 
@@ -208,16 +209,17 @@ def changed_copy(tmp_path) -> str:
     return str(copy)
 
 
-def column_sources(settings, namespace: str, name: str) -> dict[str, set[tuple[str, str, str]]]:
-    """Marquez's column lineage of a dataset: column -> its (namespace, dataset, field) inputs."""
+def column_lineage(settings, namespace: str, name: str) -> dict[str, dict]:
+    """Marquez's column lineage of a dataset: column -> its entry (inputFields, transformationDescription)."""
     url = f"{settings.marquez_url}/api/v1/namespaces/{quote(namespace, safe='')}/datasets/{quote(name, safe='')}"
     resp = requests.get(url, timeout=10)
     if resp.status_code != 200:
         return {}
-    return {
-        c["name"]: {(f["namespace"], f["dataset"], f["field"]) for f in c.get("inputFields") or []}
-        for c in resp.json().get("columnLineage") or []
-    }
+    return {c["name"]: c for c in resp.json().get("columnLineage") or []}
+
+
+def sources(entry: dict) -> set[tuple[str, str, str]]:
+    return {(f["namespace"], f["dataset"], f["field"]) for f in entry.get("inputFields") or []}
 
 
 def replaced(args: list[str], values: dict[str, str]) -> list[str]:
@@ -284,13 +286,14 @@ def test_the_column_lineage_in_marquez_follows_a_changed_plan(settings, pipeline
     try:
         columns = until(
             "Marquez holding the copy's column lineage",
-            lambda: (c := column_sources(settings, catalog_ns, "default.orders_plan_copy")).get("item") and c,
+            lambda: (c := column_lineage(settings, catalog_ns, "default.orders_plan_copy")).get("item") and c,
         )
-        orders_ns = (kafka_ns, "orders")
-        assert columns["item"] == {(*orders_ns, "supplier")}, "item is computed from supplier now"
-        assert columns["currency"] == {(*orders_ns, "currency")}
-        assert columns["price"] == {(*orders_ns, "price")}
-        assert columns["order_id"] == {(*orders_ns, "order_id")}
+        orders = (kafka_ns, "orders")
+        assert sources(columns["item"]) == {(*orders, "supplier")}, "item is computed from supplier now"
+        assert "UPPER" in columns["item"]["transformationDescription"]
+        assert sources(columns["price"]) == {(*orders, "price")}
+        assert "CAST" in columns["price"]["transformationDescription"], "the cast added to price"
+        assert sources(columns["order_id"]) == {(*orders, "order_id")}
     finally:
         cancel(settings, copy)
         submit_script(settings, original, str(REPO_ROOT / "flink_jobs" / "iceberg_ingestion_job.py"), args, saved)
