@@ -168,6 +168,8 @@ def test_a_connector_reading_a_second_topic_shows_in_marquez_and_the_check(setti
     config = requests.get(f"{connect}/connectors/orders-s3-sink/config", timeout=10).json()
     wider = {**config, "topics": "orders,orders-audit"}
     second = f"{kafka_ns}/orders-audit"
+    orders = {f"{kafka_ns}/orders"}
+    until("Marquez showing orders-s3-sink as declared, before the change", lambda: sink_reads(settings) == orders)
     assert requests.put(f"{connect}/connectors/orders-s3-sink/config", json=wider, timeout=30).status_code == 200
     try:
         until(
