@@ -186,12 +186,20 @@ def flink_account(
         reader=f"Flink job {jid}: "
         + " and ".join(read)
         + ("" if plan else f"; its columns as declared ({plan_problem or 'no compiled plan: a DataStream job'})"),
-        inputs=tuple(dict.fromkeys(inputs)),
-        outputs=tuple(dict.fromkeys(outputs)),
+        inputs=_declared_first(pipeline, pipeline.job(job).inputs, inputs),
+        outputs=_declared_first(pipeline, pipeline.job(job).outputs, outputs),
         columns=columns,
         location=f"{rest_url.rstrip('/')}/jobs/{jid}",
     )
     return with_declared_columns(account, pipeline)
+
+
+def _declared_first(pipeline: Pipeline, declared: Iterable[str], names: list[DatasetName]) -> tuple[DatasetName, ...]:
+    """``names`` without repeats, the declared ones first in declared order (the engine lists them as it likes),
+    then the others as the engine listed them."""
+    order = {pipeline.dataset(k).namespace + "/" + pipeline.dataset(k).name: i for i, k in enumerate(declared)}
+    unique = list(dict.fromkeys(names))
+    return tuple(sorted(unique, key=lambda d: (order.get(str(d), len(order)), unique.index(d))))
 
 
 def listener_events_of(path: Path, jid: str) -> list[dict]:

@@ -27,8 +27,8 @@ def test_the_listener_names_what_supplier_stats_writes_and_the_check_names_the_d
     account = flink_account(PIPELINE, "supplier-stats", "j1", [shadow], {}, "/l.jsonl", "http://flink")
     assert isinstance(account, Account)
     assert [(d.namespace, d.name) for d in account.outputs] == [
+        ("kafka://127.0.0.1:9092", "orders-dlq-supplier-stats"),  # declared ones first, in declared order
         ("kafka://127.0.0.1:9092", "supplier-stats-shadow"),
-        ("kafka://127.0.0.1:9092", "orders-dlq-supplier-stats"),
     ]
     assert "its columns as declared" in account.reader
     assert differences(account, declared_account(PIPELINE, "supplier-stats")) == [
