@@ -151,7 +151,17 @@ def step(
         else:
             # its configuration changed: that stretch of running ends and another begins. Marquez makes a streaming
             # run's lineage of every dataset its events ever named, so only a new run can show one it reads no more
-            emit(RunState.COMPLETE)
+            events.append(
+                builder.event(
+                    job,
+                    RunState.COMPLETE,
+                    run_id,
+                    event_time=now,
+                    engine=ENGINE,
+                    run_facets=facets,
+                    account=Account.from_dict(track.account),  # the stretch ends with what it read and wrote
+                )
+            )
             run_id = _next_run_id(builder.pipeline.job(job), run_id, incarnation, now)
             emit(RunState.START)
             emit(RunState.RUNNING)

@@ -219,9 +219,10 @@ def build_flink_job_sensor(
             account = (
                 follow_account(pipeline, tracked.name, client, current.jid, config, seen, run_id, out) if live else last
             )
-            # a run closed while a job of the name runs ends with what runs now: whichever run's events Marquez gets
-            # last, its current version of the job is then what the engine does
-            closing = reportable(pipeline, Unknown(tracked.name, "the job has ended"), account)
+            # a run ends with the account of its own job (the last one reported): Marquez 0.51 makes a run's end the
+            # job's current version, so the end goes before the next run's opening (this tick closes first, and the
+            # outbox delivers a job's events in order)
+            closing = reportable(pipeline, Unknown(tracked.name, "the job has ended"), last)
 
             def close(
                 run_id: str,
@@ -234,8 +235,8 @@ def build_flink_job_sensor(
                 """Close a run once, when its job has ended; True once it is closed. Not again when this outbox
                 already holds its end (the deployment that replaced the job, or `stack down`, closed it); not yet
                 while the job is still on its way out (CANCELLING, FAILING, SUSPENDED): a later tick closes it.
-                The closing event carries the account of the job of this name that runs now, else the last one this
-                sensor reported (the declaration never overwrites an observation)."""
+                The closing event carries the last account this sensor reported (the declaration never overwrites an
+                observation)."""
                 if not outbox.ended(run_id):
                     event = _close(name, run_id, ending, client, jid, builder, closing)
                     if event is None:

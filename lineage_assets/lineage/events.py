@@ -1,10 +1,9 @@
 """OpenLineage run events for the pipeline's jobs, built from ``identity`` with openlineage-python's facet classes.
 
 Every event of a job carries its jobType facet (Marquez treats a job as streaming only when the event itself says
-so) and the job's full inputs and outputs with schema, dataSource, symlinks and column lineage (a batch event with
-empty inputs/outputs would make Marquez drop the job's current edges), but for the end of a streaming run, which
-names none: Marquez leaves a streaming job's version alone on such an event, and the job's edges stay those of the
-run that runs now.
+so) and, for non-terminal and terminal events alike, the job's full inputs and outputs with schema, dataSource,
+symlinks and column lineage: an event with empty inputs/outputs would make Marquez 0.51 drop the job's current edges
+(seen: a cancelled Flink job whose run ended naming no dataset vanished from the lineage graph).
 """
 
 from __future__ import annotations
@@ -310,10 +309,6 @@ class EventBuilder:
         another engine (a Connect task trace, a Flink failure cause), attached as a JAVA stack trace.
         """
         job = self.pipeline.job(job_name)
-        # the end of a streaming run names no dataset: Marquez then leaves the job's version alone. A streaming run's
-        # version is the union of every dataset its events named, so an end naming any (the run's own, or what runs
-        # now) would make a version of both, or put a replaced job's lineage back over the one that replaced it
-        ends_stream = job.processing_type == "STREAMING" and state in TERMINAL
         run_facets = dict(run_facets or {})
         if parent:
             run_facets["parent"] = parent_run.ParentRunFacet(
@@ -348,8 +343,8 @@ class EventBuilder:
             eventTime=iso(event_time or dt.datetime.now(dt.UTC)),
             run=Run(runId=run_id, facets=run_facets),
             job=Job(namespace=job.namespace, name=job.name, facets=self._job_facets(job, account)),
-            inputs=[] if ends_stream else self._inputs(job, account, dataset_facets or {}),
-            outputs=[] if ends_stream else self._outputs(job, account, dataset_facets or {}),
+            inputs=self._inputs(job, account, dataset_facets or {}),
+            outputs=self._outputs(job, account, dataset_facets or {}),
             producer=PRODUCER,
         )
 
