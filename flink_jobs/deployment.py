@@ -13,19 +13,33 @@ import json
 
 VERSION = "lineage-lab.version"
 ARGS = "lineage-lab.args"
+#: the job's column lineage, read by its driver from its compiled plan (a Table API job; see PlanLineage)
+LINEAGE = "lineage-lab.lineage"
+#: why the driver could not read it (the job runs all the same; the account of its columns is then unknown)
+LINEAGE_ERROR = "lineage-lab.lineage-error"
+
+
+def encode_json(value: object) -> str:
+    """A JSON value as one value that Flink's map syntax (``k:v,k:v``) keeps whole: base64 of its JSON."""
+    return base64.urlsafe_b64encode(json.dumps(value).encode()).decode()
+
+
+def decode_json(value: str) -> object:
+    """What ``encode_json`` wrote; None for anything else."""
+    try:
+        return json.loads(base64.urlsafe_b64decode(value.encode()))
+    except (ValueError, TypeError):
+        return None
 
 
 def encode_args(args: list[str]) -> str:
-    """The arguments as one value that Flink's map syntax (``k:v,k:v``) keeps whole: base64 of a JSON list."""
-    return base64.urlsafe_b64encode(json.dumps(args).encode()).decode()
+    """The arguments as one config value (``encode_json`` of the list)."""
+    return encode_json(args)
 
 
 def decode_args(value: str) -> list[str] | None:
     """The arguments ``encode_args`` wrote; None for anything else (a job started by an older build)."""
-    try:
-        args = json.loads(base64.urlsafe_b64decode(value.encode()))
-    except (ValueError, TypeError):
-        return None
+    args = decode_json(value)
     return [str(a) for a in args] if isinstance(args, list) else None
 
 

@@ -15,6 +15,7 @@ Configuration (job arguments, all optional): --bootstrap, --registry (ccompat ba
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 import connections
@@ -65,16 +66,13 @@ def main() -> None:
     conf.set("pipeline.object-reuse", "true")  # the JVM table function builds a new row per record
     if a.checkpoint_dir:
         conf.set("execution.checkpointing.dir", a.checkpoint_dir)
-    conf.set(
-        "pipeline.global-job-parameters",
-        deployment.as_config_map(deployment.job_parameters(a.version, sys.argv[1:])),
-    )
 
     orders = get_gateway().jvm.lab.lineage.orders  # the order-functions module
     decode = orders.DecodeSettings(a.registry, connections.registry_user_info(), a.max_future_s, a.max_past_s)
     # registered as an instance: its settings (registry credentials among them) travel inside the function, never
     # in the job's visible configuration
-    t_env._j_tenv.createTemporarySystemFunction("decode_order", orders.flink.DecodeOrderFunction(decode))
+    decode_order = orders.flink.DecodeOrderFunction(decode)
+    t_env._j_tenv.createTemporarySystemFunction("decode_order", decode_order)
 
     t_env.execute_sql(f"""
         CREATE TEMPORARY TABLE orders_raw (
@@ -135,7 +133,28 @@ def main() -> None:
         INSERT INTO orders_dlq
         SELECT '{a.source_topic}', src_partition, src_offset, src_timestamp, k, v, error
         FROM decoded WHERE error IS NOT NULL""")
+    parameters = deployment.job_parameters(a.version, sys.argv[1:])
+    parameters |= plan_lineage(orders, t_env, stmts, {"decode_order": decode_order}, {"lakehouse": a.catalog_uri})
+    conf.set("pipeline.global-job-parameters", deployment.as_config_map(parameters))
     stmts.execute()
+
+
+def plan_lineage(orders, t_env, stmts, functions: dict, catalogs: dict[str, str]) -> dict[str, str]:
+    """The job's column lineage from its compiled plan (PlanLineage of the order-functions module), as a global
+    job parameter: the job carries its own account, readable over REST by whoever looks. ``functions``: the table
+    functions that say which field of their input each output field is; ``catalogs``: each catalog's URI, so a
+    catalog table is named after the catalog that holds it. A plan that cannot be read never stops the job: the
+    reason is recorded instead, and the job's column lineage is then reported unknown."""
+    try:
+        java_functions = get_gateway().jvm.java.util.HashMap()
+        for name, function in functions.items():
+            java_functions.put(name, function)
+        compiled = orders.lineage.PlanLineage.ofStatementSet(t_env._j_tenv, stmts._j_statement_set, java_functions)
+        plan = json.loads(compiled)
+    except Exception as exc:  # py4j raises its own and the JVM's errors alike
+        return {deployment.LINEAGE_ERROR: deployment.encode_json(f"{type(exc).__name__}: {exc}"[:800])}
+    plan["catalogs"] = {name: {"type": "iceberg", "uri": uri} for name, uri in catalogs.items()}
+    return {deployment.LINEAGE: deployment.encode_json(plan)}
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from infra.settings import StackSettings
 from lineage_assets.checks.asset_checks import build_lineage_checks, build_streaming_checks_schedule
 from lineage_assets.checks.conservation import build_conservation_checks
 from lineage_assets.checks.drift_report import picture_path
+from lineage_assets.checks.engine_lineage import build_engine_lineage_check
 from lineage_assets.checks.latest_state import build_latest_state_checks
 from lineage_assets.checks.verify_job import build_verify_job
 from lineage_assets.connect.assets import build_connect_assets
@@ -52,6 +53,7 @@ def build_definitions(settings: StackSettings) -> dg.Definitions:
         ],
         asset_checks=[
             *build_lineage_checks(pipeline),
+            *build_engine_lineage_check(pipeline),
             build_dead_letter_share_check(pipeline, tunables.dead_letter_max_share),
             *build_version_drift_checks(pipeline),
             *build_conservation_checks(pipeline, tunables.conservation_pending_warn_s, count_store),

@@ -13,8 +13,12 @@ from pathlib import Path
 
 from infra.settings import StackSettings
 from lineage_assets.checks import compare
+from lineage_assets.checks.engine_lineage import AccountReader, checked_jobs, judge, readers
 from lineage_assets.checks.graph import Identity, LineageGraph
 from lineage_assets.checks.marquez_graph import from_marquez
+from lineage_assets.connect.client import ConnectClient
+from lineage_assets.flink.client import FlinkClient
+from lineage_assets.kafka.connection import KafkaConnection
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.lineage.marquez_client import MarquezClient
 from lineage_assets.lineage.outbox import Outbox
@@ -24,6 +28,8 @@ from lineage_assets.lineage.outbox import Outbox
 class Report:
     lines: list[str] = field(default_factory=list)
     drift: list[str] = field(default_factory=list)
+    #: jobs whose engine could not be asked: not drift, and not agreement either
+    unknown: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -33,6 +39,10 @@ class Report:
         verdict = (
             "no drift" if self.ok else f"{len(self.drift)} difference(s):\n" + "\n".join(f"  - {d}" for d in self.drift)
         )
+        if self.unknown:
+            verdict += f"\n{len(self.unknown)} job(s) unknown (their engine was not read):\n" + "\n".join(
+                f"  - {u}" for u in self.unknown
+            )
         return "\n".join([*self.lines, "", verdict])
 
 
@@ -73,6 +83,21 @@ def actual_column_edges(graph: LineageGraph) -> set[tuple[Identity, str, Identit
     }
 
 
+def engine_section(pipeline: Pipeline, read: AccountReader, report: Report) -> None:
+    """Each job's account, asked of its engine now, held to the declaration: differences are drift, an account that
+    cannot be read is listed as unknown (the comparison did not happen; it is not called agreement)."""
+    report.lines.append("")
+    report.lines.append("ENGINES: what each job reads and writes as its engine says now, against the declaration")
+    for name in checked_jobs(pipeline):
+        job = pipeline.job(name)
+        agrees, sentence, found = judge(pipeline, job, read(job))
+        mark = {True: "ok", False: "DRIFT", None: "UNKNOWN"}[agrees]
+        report.lines.append(f"  {name:<24} {mark}: {sentence}")
+        report.drift += found
+        if agrees is None:
+            report.unknown.append(f"{name}: {sentence}")
+
+
 def verify(pipeline: Pipeline, graph: LineageGraph) -> Report:
     report = Report()
     width = 58
@@ -106,6 +131,10 @@ def verify(pipeline: Pipeline, graph: LineageGraph) -> Report:
             if not finding.passed:
                 report.drift.append(finding.message)
     want, have = expected_column_edges(pipeline), actual_column_edges(graph)
+    # column lineage is compared where it is declared: an output without declared column lineage (a dead-letter
+    # topic) shows what its engine reports, and the engine section names any output that is not declared at all
+    declared_outputs = {edge[2] for edge in want}
+    have = {edge for edge in have if edge[2] in declared_outputs}
     waiting = waiting_for_the_source(pipeline, graph, want) - have
     want -= waiting
     report.lines.append("")
@@ -184,21 +213,39 @@ def picture_path(settings: StackSettings) -> Path:
 
 def verify_and_render(settings: StackSettings, picture: Path | None = None):
     """``verify_lineage`` for the deployment these settings describe (the command line's and the main job's way in):
-    Marquez and the outbox of the settings, the picture at ``picture`` or ``picture_path(settings)``."""
+    Marquez, the outbox and the engines of the settings, the picture at ``picture`` or ``picture_path(settings)``."""
     return verify_lineage(
         Pipeline.from_settings(settings),
         MarquezClient(settings.marquez_url, api_key=settings.marquez_api_key or None),
         settings.lineage_outbox,
         picture or picture_path(settings),
+        Engines(FlinkClient(settings), ConnectClient(settings.connect_url), KafkaConnection.from_settings(settings)),
     )
 
 
-def verify_lineage(pipeline: Pipeline, marquez: MarquezClient, outbox: Path, picture: Path):
-    """Verify the deployment's lineage as Marquez holds it and write the picture; returns (report, picture path).
+@dataclass(frozen=True)
+class Engines:
+    """The engines ``verify_lineage`` asks for each job's account (Spark's is read from the Marquez graph)."""
+
+    flink: FlinkClient
+    connect: ConnectClient
+    kafka: KafkaConnection
+
+
+def verify_lineage(
+    pipeline: Pipeline, marquez: MarquezClient, outbox: Path, picture: Path, engines: Engines | None = None
+):
+    """Verify the deployment's lineage as Marquez holds it, and each job's account as its engine gives it now, and
+    write the picture; returns (report, picture path). Without ``engines`` the engine section says why it is missing.
 
     Raises ``MarquezError`` when Marquez cannot be read."""
     graph = from_marquez(marquez, pipeline)
     report = verify(pipeline, graph)
+    if engines is None:
+        read = readers(pipeline, None, None, None, lambda: (graph, marquez.url))
+    else:
+        read = readers(pipeline, engines.flink, engines.connect, engines.kafka, lambda: (graph, marquez.url))
+    engine_section(pipeline, read, report)
     box = Outbox(outbox)
     counts = box.counts()
     report.lines[:0] = [

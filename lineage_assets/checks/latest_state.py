@@ -4,8 +4,8 @@ The sensors record a materialization of a streaming asset every few minutes (new
 on a schedule would evaluate an older one, so the asset page would show its checks as not executed for the latest
 materialization most of the time. Instead the sensor that records a materialization evaluates that asset's checks
 in the same tick and reports them right after it (check evaluations in its ``SensorResult``): the lineage checks
-(a)-(f) against one read of the Marquez graph (and of the outbox) shared by every asset of the tick, for a Flink
-job's output the
+(a)-(f) against one read of the Marquez graph (and of the outbox) shared by every asset of the tick, for a job's
+output the engine's account held to the declaration (engine_lineage.py), for a Flink job's output the
 version-drift warning, and for a hop's output its ``conservation`` check (one look at the stores, no second look: a
 tick must stay short, so a look that shows records lost or doubled is reported as a warning to confirm, and the
 scheduled check run, which looks twice, fails). The cost is bounded: one graph read, one question to the engine and
@@ -25,6 +25,9 @@ import dagster as dg
 from lineage_assets.checks.asset_checks import Replay, engine_now, lineage_results, read_graph
 from lineage_assets.checks.conservation import CHECK as CONSERVATION
 from lineage_assets.checks.conservation import checked_hops, observation_for, result_for
+from lineage_assets.checks.engine_lineage import CHECK as ENGINE_LINEAGE
+from lineage_assets.checks.engine_lineage import checked_jobs, readers
+from lineage_assets.checks.engine_lineage import result_for as engine_result
 from lineage_assets.connect.runs import ENGINE as CONNECT_ENGINE
 from lineage_assets.conservation.hops import Hop
 from lineage_assets.conservation.reconcile import BUSY, reconcile
@@ -33,6 +36,7 @@ from lineage_assets.conservation.stores import Stores
 from lineage_assets.flink.runs import ENGINE as FLINK_ENGINE
 from lineage_assets.flink.version_drift import CHECK, checkout_jobs, version_result
 from lineage_assets.kafka.observed import observed_event_builder
+from lineage_assets.lineage.account import Account, reportable
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.metadata import LatestStateChecks, asset_key
 
@@ -64,6 +68,7 @@ def build_latest_state_checks(pipeline: Pipeline, pending_warn_s: int, count_sto
         asset_key(pipeline.dataset(dataset)): (name, spec) for name, (spec, dataset) in checkout_jobs(pipeline).items()
     }
     hop_of = {asset_key(h.output): h for h in checked_hops(pipeline)}
+    accounted = {asset_key(ds): name for name, ds in checked_jobs(pipeline).items()}
 
     def evaluate(
         instance: dg.DagsterInstance,
@@ -93,12 +98,26 @@ def build_latest_state_checks(pipeline: Pipeline, pending_warn_s: int, count_sto
             if key in drift and flink_client is not None:
                 name, spec = drift[key]
                 evaluations.append(as_evaluation(version_result(flink_client, name, spec), key, evaluated_by, CHECK))
+            account: Account | None = None
+            if key in accounted:
+                job = pipeline.job(accounted[key])
+                kafka = resources["kafka"].connection() if "kafka" in resources else None
+                found = readers(pipeline, flink_client, connect_client, kafka, None)(job)
+                evaluations.append(
+                    as_evaluation(engine_result(pipeline, job, found), key, evaluated_by, ENGINE_LINEAGE)
+                )
+                account = reportable(pipeline, found)
             if key in hop_of:
-                evaluations += conservation_events(hop_of[key], key, resources, evaluated_by, run_ids.get(key))
+                evaluations += conservation_events(hop_of[key], key, resources, evaluated_by, run_ids.get(key), account)
         return evaluations
 
     def conservation_events(
-        hop: Hop, key: dg.AssetKey, resources: Mapping[str, Any], evaluated_by: str, run_id: str | None
+        hop: Hop,
+        key: dg.AssetKey,
+        resources: Mapping[str, Any],
+        evaluated_by: str,
+        run_id: str | None,
+        account: Account | None,
     ) -> list[dg.AssetCheckEvaluation | dg.AssetObservation]:
         stores = Stores(pipeline, SimpleNamespace(**resources), count_store)
         (balance,) = reconcile(stores, [hop.job.name], confirm_after_s=0, lock_timeout=LOCK_WAIT_S)
@@ -108,7 +127,9 @@ def build_latest_state_checks(pipeline: Pipeline, pending_warn_s: int, count_sto
             # the job's open run is told what the hop moved since the last tick that told it
             builder, _ = observed_event_builder(pipeline, resources["kafka"].registry())
             engine = ENGINES.get(hop.job.integration)
-            event = statistics_event(builder, stores.counts, hop, run_id, balance, engine, confirmed=False)
+            event = statistics_event(
+                builder, stores.counts, hop, run_id, balance, engine, confirmed=False, account=account
+            )
             if event is not None:
                 resources["lineage"].emitter().emit(event)
         result = result_for(balance, key, pending_warn_s, time.time())

@@ -5,6 +5,9 @@ from pathlib import Path
 import dagster as dg
 
 from lineage_assets.checks import drift_report
+from lineage_assets.connect.resource import ConnectResource
+from lineage_assets.flink.resource import FlinkResource
+from lineage_assets.kafka.resource import KafkaResource
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.lineage.marquez_client import MarquezError
 from lineage_assets.lineage.resource import LineageResource
@@ -18,10 +21,17 @@ def build_verify_job(pipeline: Pipeline, picture: Path) -> dg.JobDefinition:
         description="Dagster's graph vs the lineage graph, tables and columns; fails on any drift",
         config_schema={"picture": dg.Field(str, default_value=str(picture), description="where the picture goes")},
     )
-    def verify_lineage(context: dg.OpExecutionContext, lineage: LineageResource) -> None:
+    def verify_lineage(
+        context: dg.OpExecutionContext,
+        lineage: LineageResource,
+        flink: FlinkResource,
+        connect: ConnectResource,
+        kafka: KafkaResource,
+    ) -> None:
+        engines = drift_report.Engines(flink.client(), connect.client(), kafka.connection())
         try:
             report, picture = drift_report.verify_lineage(
-                pipeline, lineage.marquez(), Path(lineage.outbox_path), Path(context.op_config["picture"])
+                pipeline, lineage.marquez(), Path(lineage.outbox_path), Path(context.op_config["picture"]), engines
             )
         except MarquezError as exc:
             raise dg.Failure(f"cannot verify the lineage: {exc}") from exc

@@ -30,6 +30,9 @@ class Incarnation:
     created_ms: int
     #: the same, of the last target-state record that started it again after a pause or stop (None: never)
     resumed_ref: str | None = None
+    #: the same, of its latest config record: changes with every change of its configuration, even back to an
+    #: earlier one (None: the record that created it)
+    config_ref: str | None = None
 
 
 def incarnations(bootstrap: Kafka, config_topic: str, timeout: float = 10.0) -> dict[str, Incarnation]:
@@ -73,6 +76,9 @@ def incarnations(bootstrap: Kafka, config_topic: str, timeout: float = 10.0) -> 
                 elif name not in found:
                     ref = f"{config_topic}:{msg.partition()}@{msg.offset()}"
                     found[name] = Incarnation(name, ref, msg.timestamp()[1])
+                else:
+                    ref = f"{config_topic}:{msg.partition()}@{msg.offset()}"
+                    found[name] = dataclasses.replace(found[name], config_ref=ref)
             if msg.offset() + 1 >= ends[msg.partition()][1]:
                 remaining.discard(msg.partition())
     except KafkaException as exc:

@@ -8,6 +8,13 @@ deleted, or when it was deleted and created again between two looks (a new incar
 opens). A connector that runs again after that gets a new run. A worker restart keeps the run: the connector's
 incarnation is the same.
 
+Every event carries the connector's lineage as Connect runs it (its account, from its live configuration: see
+connector_lineage.py); when that changes while the run is open (its config was changed through Connect's REST API),
+the run COMPLETEs and the next run of its chain opens with the new one, so Marquez follows within one tick
+(Marquez makes a streaming run's lineage of every dataset its events named: only a new run shows a topic no longer
+read). When the account cannot be read, the last one
+read stands (kept in the cursor); only a connector never read is reported as declared, and the events say so.
+
 Run ids derive from what Connect's config topic records (the incarnation's creation, its last resume), so every
 Dagster instance that watches the same Connect cluster names the same run (``run_id_of``).
 """
@@ -16,14 +23,15 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 
 from openlineage.client.event_v2 import RunEvent, RunState
 
 from lineage_assets.connect.client import ConnectorStatus
 from lineage_assets.connect.incarnations import Incarnation
+from lineage_assets.lineage.account import Account, Unknown, declared_account
 from lineage_assets.lineage.events import ConnectorTask, Engine, EventBuilder, KafkaConnectorRunFacet, run_id_for
-from lineage_assets.lineage.identity import Job
+from lineage_assets.lineage.identity import Job, Pipeline
 
 ENGINE = Engine("kafka-connect", "4.1.2")
 
@@ -37,6 +45,9 @@ class Track:
     schema: str | None = None
     #: the incarnation the open (or last) run belongs to
     incarnation: str | None = None
+    #: the connector's last account read from Connect (``Account.to_dict``): what its events carry while it cannot be
+    #: read, and what a new account is compared with
+    account: dict | None = None
 
     @classmethod
     def load(cls, data: dict | None) -> Track:
@@ -63,6 +74,20 @@ def connector_facets(job: str, status: ConnectorStatus | None, incarnation: Inca
     return {"kafka_connector": KafkaConnectorRunFacet(name=job, incarnation=ref, tasks=tasks)}
 
 
+def reported_account(pipeline: Pipeline, job: str, account: Account | Unknown | None, stored: dict | None) -> Account:
+    """The account a connector's events carry: ``account`` when it was read; else the last one read (``stored``,
+    from the cursor); only for a connector never read, the declaration, its reader saying so and why."""
+    if isinstance(account, Account):
+        return account
+    if stored:
+        return Account.from_dict(stored)
+    why = account.reason if isinstance(account, Unknown) else "it was not read"
+    return replace(
+        declared_account(pipeline, job),
+        reader=f"the identity module's declaration, because the engine's account is unknown: {why}",
+    )
+
+
 def step(
     job: str,
     track: Track,
@@ -72,18 +97,26 @@ def step(
     now: dt.datetime,
     incarnation: Incarnation | None = None,
     new_run_id: Callable[[], str] | None = None,
+    account: Account | Unknown | None = None,
 ) -> tuple[Track, list[RunEvent]]:
     """Next track and the events to emit for one observation of a connector (``incarnation``: what Connect's
-    config topic says of it, None when unknown; ``new_run_id``: the id of a run opened now, see ``run_id_of``)."""
+    config topic says of it, None when unknown; ``new_run_id``: the id of a run opened now, see ``run_id_of``;
+    ``account``: its lineage as read from Connect now, Unknown or None when not read, see ``reported_account``)."""
     state = _state(status)
     events: list[RunEvent] = []
     run_id = track.run_id
     ref = incarnation.ref if incarnation else None
     facets = connector_facets(job, status, incarnation)
+    carried = reported_account(builder.pipeline, job, account, track.account)
+    known = account.to_dict() if isinstance(account, Account) else None
 
     def emit(kind: RunState, **kwargs) -> None:
         assert run_id is not None
-        events.append(builder.event(job, kind, run_id, event_time=now, engine=ENGINE, run_facets=facets, **kwargs))
+        events.append(
+            builder.event(
+                job, kind, run_id, event_time=now, engine=ENGINE, run_facets=facets, account=carried, **kwargs
+            )
+        )
 
     def open_run() -> None:
         nonlocal run_id
@@ -112,7 +145,36 @@ def step(
         emit(RunState.ABORT)
         run_id = None
     # UNASSIGNED / RESTARTING: transient, no event
-    return Track(run_id=run_id, last_state=state, schema=schema, incarnation=ref or track.incarnation), events
+    if known is not None and known != track.account and run_id is not None and not events:
+        if track.account is None:  # first read by this sensor: the open run now says what it reads and writes
+            emit(RunState.RUNNING)
+        else:
+            # its configuration changed: that stretch of running ends and another begins. Marquez makes a streaming
+            # run's lineage of every dataset its events ever named, so only a new run can show one it reads no more
+            events.append(
+                builder.event(
+                    job,
+                    RunState.COMPLETE,
+                    run_id,
+                    event_time=now,
+                    engine=ENGINE,
+                    run_facets=facets,
+                    account=Account.from_dict(track.account),  # the stretch ends with what it read and wrote
+                )
+            )
+            run_id = _next_run_id(builder.pipeline.job(job), run_id, incarnation, now)
+            emit(RunState.START)
+            emit(RunState.RUNNING)
+    stored = known if known is not None else track.account
+    return Track(run_id, state, schema, ref or track.incarnation, stored), events
+
+
+def _next_run_id(job: Job, run_id: str, incarnation: Incarnation | None, now: dt.datetime) -> str:
+    """The run after ``run_id`` in its incarnation's chain (``run_id_of``), the same on every instance."""
+    if incarnation is None:
+        return run_id_for(job.name, now, f"{run_id}#next")
+    created = dt.datetime.fromtimestamp(incarnation.created_ms / 1000, dt.UTC)
+    return run_id_for(f"{job.namespace}/{job.name}", created, f"{run_id}#next")
 
 
 def run_id_of(job: Job, incarnation: Incarnation, closed: Callable[[str], bool], limit: int = 50) -> str:

@@ -1,30 +1,35 @@
 """The connector sensor: watches Kafka Connect, the topics and the archive, reports asset observations, and keeps
 each connector's OpenLineage run in step with what Connect runs now, whoever created the connector: its state, its
-incarnation (a connector deleted and created again is a new one, see incarnations.py) and its tasks. Any other run
-Marquez holds open for the connector's job is closed, so one job name never has two open runs."""
+incarnation (a connector deleted and created again is a new one, see incarnations.py), its tasks, and its lineage as
+its live configuration says (connector_lineage.py), read each tick. Any other run Marquez holds open for the
+connector's job is closed, so one job name never has two open runs."""
 
 import datetime as dt
 import json
 import time
+from dataclasses import replace
 
 import dagster as dg
 from botocore.exceptions import BotoCoreError, ClientError
 
+from lineage_assets.connect import connector_lineage
 from lineage_assets.connect.assets import DLQ_TOPIC, ORDERS_TOPIC, SINK_CONNECTOR, SOURCE_CONNECTOR
 from lineage_assets.connect.client import ConnectError
 from lineage_assets.connect.incarnations import Incarnation, incarnations
 from lineage_assets.connect.resource import ConnectResource
-from lineage_assets.connect.runs import ENGINE, Track, connector_facets, run_id_of, step
+from lineage_assets.connect.runs import ENGINE, Track, connector_facets, reported_account, run_id_of, step
 from lineage_assets.freshness import CAUGHT_UP, NEW_DATA, REASON, PipelineTunables, caught_up_materialization_due
 from lineage_assets.kafka.observed import observed_event_builder
 from lineage_assets.kafka.resource import KafkaResource
 from lineage_assets.kafka.topics import KafkaUnavailable, consumer_lag, end_offsets
+from lineage_assets.lineage.account import Account, Unknown
 from lineage_assets.lineage.events import RunState, run_id_for
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.lineage.marquez_client import MarquezError
 from lineage_assets.lineage.open_runs import open_runs, run_closed
 from lineage_assets.lineage.resource import LineageResource
 from lineage_assets.metadata import LatestStateChecks, asset_key
+from lineage_assets.source.resource import SourceDatabaseResource
 from lineage_assets.storage import ObjectStoreResource
 
 #: cursor entry holding how many archive objects the last tick saw
@@ -62,6 +67,7 @@ def build_connector_sensor(
         kafka: KafkaResource,
         object_store: ObjectStoreResource,
         lineage: LineageResource,
+        source_db: SourceDatabaseResource,
     ) -> dg.SensorResult | dg.SkipReason:
         client = connect.client()
         try:
@@ -78,36 +84,77 @@ def build_connector_sensor(
         except KafkaUnavailable as exc:
             context.log.warning(f"connector incarnations unknown this tick ({connect.config_topic}): {exc}")
             created = {}
+        # listed (read) only for a connector that subscribes by regex (captures tables by regex)
+        topics = connector_lineage.cluster_topics(kafka.connection())
+        publication_tables = connector_lineage.source_publication_tables(source_db)
+        accounts: dict[str, Account | Unknown] = {}
         for connector, status in statuses.items():
             job = pipeline.job(watched[connector])
             incarnation = created.get(connector)
             before = Track.load(cursor.get(connector))
+            try:
+                account = connector_lineage.connector_account(
+                    pipeline,
+                    job.name,
+                    client.config(connector),
+                    bootstrap=kafka.bootstrap_servers,
+                    list_topics=topics,
+                    reader=connector_lineage.connector_reader(client.url, connector),
+                    publication_tables=publication_tables,
+                )
+            except ConnectError as exc:  # its state was read: the tick goes on, with the last account read
+                account = Unknown(job.name, f"reading {connector}'s config from Kafka Connect {client.url}: {exc}")
+            if isinstance(account, Account) and incarnation is not None:
+                # each config record is a version of the connector (see Account.location)
+                config = incarnation.config_ref or incarnation.ref
+                account = replace(account, location=f"{client.url}/connectors/{connector}/config#{config}")
+            accounts[connector] = account
+            carried = reported_account(pipeline, job.name, account, before.account)
+            if isinstance(account, Unknown):
+                context.log.warning(
+                    f"{connector}: lineage unknown this tick ({account.reason}); events carry "
+                    f"{'the last account read' if before.account else 'the declaration'}"
+                )
 
             def new_run_id(job=job, incarnation=incarnation) -> str:
                 if incarnation is None:  # the config topic cannot be read: a run of this sensor's own
                     return run_id_for(job.name, now, f"{job.name}@{now.isoformat()}")
                 return run_id_of(job, incarnation, lambda candidate: run_closed(candidate, lineage))
 
-            track, events = step(job.name, before, status, schema_version, builder, now, incarnation, new_run_id)
-            for event in events:
-                emitter.emit(event)
-                context.log.info(f"{connector}: {event.eventType.value} run {event.run.runId}")
+            track, events = step(
+                job.name, before, status, schema_version, builder, now, incarnation, new_run_id, account
+            )
+            if before.account is not None and track.account != before.account:
+                context.log.info(
+                    f"{connector}: its lineage changed in Connect: {connector_lineage.describe(carried)} (was: "
+                    f"{connector_lineage.describe(Account.from_dict(before.account))})"
+                )
             if before.incarnation not in (None, track.incarnation) and track.incarnation is not None:
                 context.log.warning(
                     f"{connector} was deleted and created again ({before.incarnation} -> {track.incarnation})"
                 )
             closed = [*cursor.get(f"_closed/{connector}", [])][-50:]
-            closed += [e.run.runId for e in events if e.eventType in (RunState.ABORT, RunState.FAIL)]
+            closed += [e.run.runId for e in events if e.eventType in (RunState.ABORT, RunState.FAIL, RunState.COMPLETE)]
             try:
                 stale = [r for r in open_runs(lineage.marquez(), job) if r["id"] not in (track.run_id, *closed)]
             except MarquezError as exc:
                 context.log.warning(f"cannot read {job.name}'s open runs from Marquez: {exc}")
                 stale = []
-            for run in stale:  # opened elsewhere, or a close that was lost: this incarnation's run is the open one
+            # other runs Marquez holds open (opened elsewhere, or a close that was lost) end before this tick's
+            # events: Marquez 0.51 makes a run's end the job's current version, so no end may follow the opening
+            # of the run that runs now (the outbox delivers a job's events in the order they were emitted)
+            for run in stale:
                 facets = connector_facets(job.name, status, None)
-                emitter.emit(builder.event(job.name, RunState.ABORT, run["id"], engine=ENGINE, run_facets=facets))
+                emitter.emit(
+                    builder.event(
+                        job.name, RunState.ABORT, run["id"], engine=ENGINE, run_facets=facets, account=carried
+                    )
+                )
                 context.log.info(f"{connector}: run {run['id']} was open beside the current one: closed")
                 closed.append(run["id"])
+            for event in events:
+                emitter.emit(event)
+                context.log.info(f"{connector}: {event.eventType.value} run {event.run.runId}")
             cursor[f"_closed/{connector}"] = closed[-50:]
             cursor[connector] = track.dump()
 
@@ -137,6 +184,11 @@ def build_connector_sensor(
         def describe(connector: str) -> str:
             st = statuses.get(connector)
             return "not deployed" if st is None else f"{st.state}; tasks " + ",".join(t.state for t in st.tasks)
+
+        def observed_lineage(connector: str) -> dict[str, str]:
+            """What Connect says the connector reads and writes (a watched connector only)."""
+            account = accounts.get(connector)
+            return {"lineage/observed": connector_lineage.describe(account)} if account else {}
 
         def engine_state(connector: str) -> str:
             """One word for the asset checks: the connector's state, FAILED if a task failed, DELETED if gone."""
@@ -170,6 +222,7 @@ def build_connector_sensor(
                     "state": engine_state(SOURCE_CONNECTOR),
                     "schema": schema_version or "not registered",
                     **run_facts(SOURCE_CONNECTOR, topic_key),
+                    **observed_lineage(SOURCE_CONNECTOR),
                 },
             ),
             dg.AssetObservation(
@@ -182,6 +235,7 @@ def build_connector_sensor(
                     "connector": describe(SINK_CONNECTOR),
                     "state": engine_state(SINK_CONNECTOR),
                     **run_facts(SINK_CONNECTOR, archive_key),
+                    **observed_lineage(SINK_CONNECTOR),
                 },
             ),
         ]

@@ -32,6 +32,7 @@ from openlineage.client.generated.base import RunFacet
 from lineage_assets.conservation.balance import HopBalance
 from lineage_assets.conservation.hops import Hop
 from lineage_assets.conservation.store import CountStore
+from lineage_assets.lineage.account import Account
 from lineage_assets.lineage.events import PRODUCER, Engine, EventBuilder, iso
 
 _KIND = "ol_statistics"
@@ -105,11 +106,13 @@ def statistics_event(
     engine: Engine | None = None,
     confirmed: bool = True,
     now: dt.datetime | None = None,
+    account: Account | None = None,
 ) -> RunEvent | None:
     """The RUNNING event of ``run_id`` with what the hop moved since the last one, or None when this is the first
     sight of the run (its period starts now; also when the run was last seen by a version that did not remember
     its cut) or the figures are unknown. ``confirmed``: the balance is a second look (or exact); a single look that
-    shows a loss sends statistics but no assertions."""
+    shows a loss sends statistics but no assertions. ``account``: the job's datasets as its engine accounts for them
+    (the event must not put the declaration back over them)."""
     if not balance.known:
         return None
     at = iso(now or dt.datetime.now(dt.UTC))
@@ -157,4 +160,5 @@ def statistics_event(
         engine=engine,
         run_facets={PERIOD_FACET: period},
         dataset_facets=facets,
+        account=account,
     )

@@ -26,7 +26,8 @@ from infra.artifacts import load_manifest
 from infra.services.flink import ORDER_FUNCTIONS_BUNDLE
 from infra.settings import REPO_ROOT
 from lineage_assets.flink.client import FlinkClient, FlinkError, FlinkJob
-from lineage_assets.flink.listener import ListenerLog, with_declared_datasets
+from lineage_assets.flink.job_lineage import flink_account, read_account
+from lineage_assets.flink.listener import ListenerLog, as_accounted
 from lineage_assets.flink.runs import ENGINE, FOUND_RUNNING, deployment_facets, flink_run_id, open_events
 from lineage_assets.flink.state import mismatch, newest_state
 from lineage_assets.freshness import PipelineTunables, streaming_output
@@ -41,6 +42,7 @@ from lineage_assets.kafka.topics import (
     has_committed_offsets,
     max_message_bytes,
 )
+from lineage_assets.lineage.account import Account, reportable
 from lineage_assets.lineage.events import DagsterRun, EventBuilder, RunState, run_id_for
 from lineage_assets.lineage.identity import Dataset, Job, Pipeline
 from lineage_assets.lineage.outbox import LineageEmitter
@@ -244,12 +246,17 @@ def submit(
     return client.job(jid) or FlinkJob(jid, spec.name, "CREATED", int(dt.datetime.now(dt.UTC).timestamp() * 1000))
 
 
-def adopt(adopted: Adopted, job: Job, builder: EventBuilder, emitter: LineageEmitter) -> dg.MaterializeResult:
+def adopt(
+    adopted: Adopted, job: Job, builder: EventBuilder, emitter: LineageEmitter, client: FlinkClient
+) -> dg.MaterializeResult:
     """The result of materializing a job that already runs this version: it is kept, and its run opened here unless
     this instance announced it before (an outside start it had not seen)."""
     run_id = flink_run_id(job, adopted.job.jid, adopted.job.start_time_ms)
     if not adopted.announced:
-        for event in open_events(job.name, run_id, adopted.job, adopted.version, FOUND_RUNNING, builder):
+        account = reportable(builder.pipeline, read_account(client, builder.pipeline, job.name, adopted.job.jid))
+        for event in open_events(
+            job.name, run_id, adopted.job, adopted.version, FOUND_RUNNING, builder, account=account
+        ):
             emitter.emit(event)
     return dg.MaterializeResult(
         metadata={
@@ -270,13 +277,17 @@ def deployed_by(context: dg.AssetExecutionContext) -> DagsterRun:
 
 
 def closer(
-    job: Job, builder: EventBuilder, emitter: LineageEmitter, dagster_run: DagsterRun
+    job: Job, builder: EventBuilder, emitter: LineageEmitter, dagster_run: DagsterRun, client: FlinkClient
 ) -> Callable[[FlinkJob], None]:
-    """Closes (COMPLETE) the run of a job version that a deployment stopped with a savepoint to replace it."""
+    """Closes (COMPLETE) the run of a job version that a deployment stopped with a savepoint to replace it, with
+    that job's own account (Flink keeps a stopped job's configuration)."""
 
     def close(stopped: FlinkJob) -> None:
         run_id = flink_run_id(job, stopped.jid, stopped.start_time_ms)
-        emitter.emit(builder.event(job.name, RunState.COMPLETE, run_id, dagster_run=dagster_run, engine=ENGINE))
+        account = reportable(builder.pipeline, read_account(client, builder.pipeline, job.name, stopped.jid))
+        emitter.emit(
+            builder.event(job.name, RunState.COMPLETE, run_id, dagster_run=dagster_run, engine=ENGINE, account=account)
+        )
 
     return close
 
@@ -355,16 +366,16 @@ def deploy_asset(pipeline: Pipeline, tunables: PipelineTunables, flink_job: Flin
         shared = " ".join([*order_rule_args(tunables), *prepared.dead_letter_args])
         version = spec.version("|".join([*prepared.version_parts, shared]))
         builder, _ = observed_event_builder(pipeline, kafka.registry())
-        close_replaced = closer(job, builder, lineage.emitter(), deployed_by(context))
+        close_replaced = closer(job, builder, lineage.emitter(), deployed_by(context), client)
         adopted, savepoint = check_running(context, client, spec, version, config.restore_from, close_replaced)
         if adopted is not None:
-            return adopt(adopted, job, builder, lineage.emitter())
+            return adopt(adopted, job, builder, lineage.emitter(), client)
 
         emitter = lineage.emitter()
         dagster_run = deployed_by(context)
         started_by = f"Dagster run {context.run.run_id}"
-        listener = ListenerLog(client.listener_events_file()) if flink_job.listener else None
-        mark = listener.mark() if listener else 0
+        listener = ListenerLog(client.listener_events_file())
+        mark = listener.mark()
         args = [*prepared.args, *order_rule_args(tunables), *prepared.dead_letter_args]
         if client.checkpoint_dir(job.name):
             args += ["--checkpoint-dir", client.checkpoint_dir(job.name)]
@@ -386,13 +397,29 @@ def deploy_asset(pipeline: Pipeline, tunables: PipelineTunables, flink_job: Flin
 
         run_id = flink_run_id(job, submitted.jid, submitted.start_time_ms)
         announced: dict[str, Any] = {}
-        if listener is None:
-            opening = open_events(job.name, run_id, submitted, version, started_by, builder, dagster_run=dagster_run)
+        # the listener writes while the client submits; a job that does not announce itself waits less for it
+        from_listener = listener.events_for(submitted.jid, since=mark, wait_seconds=10 if flink_job.listener else 2)
+        account = submitted_account(context, client, pipeline, job.name, submitted.jid, from_listener)
+        announced["lineage/observed"] = account.reader
+        if not flink_job.listener:
+            opening = open_events(
+                job.name, run_id, submitted, version, started_by, builder, dagster_run=dagster_run, account=account
+            )
             for event in opening:
                 emitter.emit(event)
         else:
             sent_by = announce_with_listener(
-                context, job.name, listener, mark, submitted, run_id, version, started_by, builder, emitter, dagster_run
+                context,
+                job.name,
+                from_listener,
+                account,
+                submitted,
+                run_id,
+                version,
+                started_by,
+                builder,
+                emitter,
+                dagster_run,
             )
             announced["openlineage/start_sent_by"] = sent_by
         return dg.MaterializeResult(
@@ -425,11 +452,32 @@ def deploy_asset(pipeline: Pipeline, tunables: PipelineTunables, flink_job: Flin
     )(deploy)
 
 
+def submitted_account(
+    context: dg.AssetExecutionContext,
+    client: FlinkClient,
+    pipeline: Pipeline,
+    name: str,
+    jid: str,
+    from_listener: list[dict],
+) -> Account:
+    """The account of the job just submitted (its listener events, its configuration), or the declaration standing
+    in for it, saying why (logged as a warning)."""
+    try:
+        config = client.user_config(jid)
+    except FlinkError as exc:
+        config = {}
+        context.log.warning(f"{name}: Flink job {jid}'s configuration cannot be read: {exc}")
+    found = flink_account(pipeline, name, jid, from_listener, config, str(client.listener_events_file()), client.url)
+    if not isinstance(found, Account):
+        context.log.warning(f"{name}: the engine's account of its lineage is unknown: {found.reason}")
+    return reportable(pipeline, found)
+
+
 def announce_with_listener(
     context: dg.AssetExecutionContext,
     name: str,
-    listener: ListenerLog,
-    mark: int,
+    from_listener: list[dict],
+    account: Account,
     submitted: FlinkJob,
     run_id: str,
     version: str,
@@ -439,22 +487,32 @@ def announce_with_listener(
     dagster_run: DagsterRun,
 ) -> str:
     """Open the run of a job the OpenLineage Flink listener reports: its START (sent while the job was submitted)
-    goes on as it is, under the run id every emitter derives for this Flink job, and a RUNNING adds what the
-    listener cannot know (schemas, column lineage, dataSource, the Dagster run). Without a listener event Dagster
-    sends both, with a warning. Returns who sent the START."""
-    from_listener = listener.events_for(submitted.jid, since=mark, wait_seconds=10)
+    goes on with the job's account (the listener's datasets as the identity module spells them), under the run id
+    every emitter derives for this Flink job, and a RUNNING adds what the listener cannot know (schemas, column
+    lineage, dataSource, the Dagster run). Without a listener event Dagster sends both, with a warning. Returns who
+    sent the START."""
     if any(e.get("eventType") == "START" for e in from_listener):
         for event in from_listener:
-            emitter.emit({**with_declared_datasets(event, builder, name), "run": {**event["run"], "runId": run_id}})
+            forwarded = as_accounted(event, builder, name, account)
+            emitter.emit({**forwarded, "run": {**event["run"], "runId": run_id}})
         facets = deployment_facets(submitted.jid, version, started_by)
         emitter.emit(
-            builder.event(name, RunState.RUNNING, run_id, dagster_run=dagster_run, engine=ENGINE, run_facets=facets)
+            builder.event(
+                name,
+                RunState.RUNNING,
+                run_id,
+                dagster_run=dagster_run,
+                engine=ENGINE,
+                run_facets=facets,
+                account=account,
+            )
         )
         return "OpenLineage Flink listener"
     context.log.warning(
         f"the OpenLineage Flink listener sent no START for {submitted.jid} (is it configured in Flink's config?); "
         "Dagster sends it instead"
     )
-    for event in open_events(name, run_id, submitted, version, started_by, builder, dagster_run=dagster_run):
+    accounted = {"dagster_run": dagster_run, "account": account}
+    for event in open_events(name, run_id, submitted, version, started_by, builder, **accounted):
         emitter.emit(event)
     return "Dagster (no listener event)"

@@ -4,9 +4,11 @@ the transport; the listener runs in the submitting client, so the file is on thi
 A job's events are recognised by the Flink job id in their ``flink_job`` run facet. Reading starts at the byte
 offset taken before the submission, so a busy log is not re-read.
 
-Before an event goes on, its datasets become the identity module's (``with_declared_datasets``): the listener adds
-each Flink table name as a symlink in the topic's namespace (``default_catalog.default_database.<table>``), which
-Marquez would show as a second dataset of the topic, and it sends no schema for Kafka inputs.
+Before an event goes on, its datasets become the job's account (``as_accounted``, see job_lineage.py): the
+listener's own datasets, spelled as the identity module spells them, with schemas and the plan's column lineage.
+The listener adds each Flink table name as a symlink in the topic's namespace
+(``default_catalog.default_database.<table>``), which Marquez would show as a second dataset of the topic, and it
+sends no schema for Kafka inputs.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 
 from openlineage.client.serde import Serde
 
+from lineage_assets.lineage.account import Account
 from lineage_assets.lineage.events import EventBuilder, RunState
 
 
@@ -57,11 +60,10 @@ def _flink_job_id(event: dict) -> str | None:
     return ((event.get("run") or {}).get("facets") or {}).get("flink_job", {}).get("jobId")
 
 
-def with_declared_datasets(event: dict, builder: EventBuilder, job: str) -> dict:
-    """The listener's event with the job's identity, inputs and outputs as the identity module declares them
-    (schemas, column lineage, declared symlinks only); its run facets (the Flink job id, the engine) and time are
-    kept."""
-    declared = builder.event(job, RunState(event["eventType"]), event["run"]["runId"])
+def as_accounted(event: dict, builder: EventBuilder, job: str, account: Account) -> dict:
+    """The listener's event with the job's identity and the datasets of its account (schemas, column lineage,
+    declared symlinks only); its run facets (the Flink job id, the engine) and time are kept."""
+    declared = builder.event(job, RunState(event["eventType"]), event["run"]["runId"], account=account)
     job_facets = {**Serde.to_dict(declared.job).get("facets", {}), **(event.get("job") or {}).get("facets", {})}
     return {
         **event,

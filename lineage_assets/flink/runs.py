@@ -14,6 +14,7 @@ import datetime as dt
 from openlineage.client.event_v2 import RunEvent, RunState
 
 from lineage_assets.flink.client import FlinkJob
+from lineage_assets.lineage.account import Account
 from lineage_assets.lineage.events import Engine, EventBuilder, FlinkDeploymentRunFacet, run_id_for
 from lineage_assets.lineage.identity import Job
 
@@ -64,10 +65,11 @@ def close_run(
     builder: EventBuilder,
     now: dt.datetime,
     cause: tuple[str, str] | None = None,
+    account: Account | None = None,
 ) -> RunEvent | None:
     """The terminal event for a job observed in ``state`` (``GONE`` when it vanished); None while it is alive."""
     ending = ENDINGS.get(state)
     if ending is None:
         return None
     error = cause or (f"{job}: Flink job {state.lower()}", "") if ending == RunState.FAIL else None
-    return builder.event(job, ending, run_id, event_time=now, engine=ENGINE, error=error)
+    return builder.event(job, ending, run_id, event_time=now, engine=ENGINE, error=error, account=account)

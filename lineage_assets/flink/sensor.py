@@ -14,6 +14,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import dagster as dg
 from openlineage.client.event_v2 import RunEvent
@@ -21,16 +22,19 @@ from openlineage.client.event_v2 import RunEvent
 from flink_jobs.deployment import VERSION
 from lineage_assets.flink.client import ACTIVE, FlinkClient, FlinkError, FlinkJob
 from lineage_assets.flink.deploy import deployed_here
+from lineage_assets.flink.job_lineage import flink_account, listener_events_of
 from lineage_assets.flink.resource import FlinkResource
 from lineage_assets.flink.runs import ENGINE, FOUND_RUNNING, close_run, flink_run_id, open_events
 from lineage_assets.freshness import CAUGHT_UP, NEW_DATA, REASON, PipelineTunables, caught_up_materialization_due
 from lineage_assets.kafka.observed import observed_event_builder
 from lineage_assets.kafka.resource import KafkaResource
 from lineage_assets.kafka.topics import KafkaUnavailable, consumer_lag, end_offsets
+from lineage_assets.lineage.account import Account, Unknown, reportable
 from lineage_assets.lineage.events import EventBuilder, RunState
 from lineage_assets.lineage.identity import CONSUMER_GROUPS, Dataset, Pipeline
 from lineage_assets.lineage.marquez_client import MarquezError
 from lineage_assets.lineage.open_runs import open_runs, run_facet
+from lineage_assets.lineage.outbox import LineageEmitter
 from lineage_assets.lineage.resource import LineageResource
 from lineage_assets.metadata import LatestStateChecks, asset_key
 from lineage_assets.storage import IcebergResource
@@ -89,7 +93,13 @@ def _ending(jobs: list[FlinkJob] | None, jid: str | None) -> str:
 
 
 def _close(
-    tracked: str, run_id: str, state: str, client: FlinkClient, jid: str | None, builder: EventBuilder
+    tracked: str,
+    run_id: str,
+    state: str,
+    client: FlinkClient,
+    jid: str | None,
+    builder: EventBuilder,
+    account: Account,
 ) -> RunEvent | None:
     cause = None
     if state == "FAILED" and jid:
@@ -97,9 +107,54 @@ def _close(
             cause = client.failure_cause(jid)
         except FlinkError:
             cause = None
-    return close_run(
-        tracked, run_id, "GONE" if state == "SUPERSEDED" else state, builder, dt.datetime.now(dt.UTC), cause
-    )
+    ending = "GONE" if state == "SUPERSEDED" else state
+    return close_run(tracked, run_id, ending, builder, dt.datetime.now(dt.UTC), cause, account=account)
+
+
+def job_account(
+    pipeline: Pipeline, name: str, client: FlinkClient, jid: str, config: dict[str, str] | None
+) -> Account | Unknown:
+    """The engine's account of Flink job ``jid`` from its configuration (None: the cluster did not give it) and the
+    listener's events on this host."""
+    if config is None:
+        return Unknown(name, f"Flink at {client.url} did not give Flink job {jid}'s configuration this tick")
+    path = client.listener_events_file()
+    return flink_account(pipeline, name, jid, listener_events_of(path, jid), config, str(path), client.url)
+
+
+@dataclass(frozen=True)
+class Emitting:
+    """Where a tick's lineage events go, and its log."""
+
+    builder: EventBuilder
+    emitter: LineageEmitter
+    log: Any
+
+
+def follow_account(
+    pipeline: Pipeline,
+    name: str,
+    client: FlinkClient,
+    jid: str,
+    config: dict[str, str] | None,
+    seen: dict,
+    run_id: str,
+    out: Emitting,
+) -> Account:
+    """The account to report for a running job: the engine's now, else the last one reported (``seen``, the job's
+    cursor entry, keeps it), else the declaration saying it stands in. When the engine's account differs from the
+    last one reported while the run is open (restarted with other arguments, another plan), a RUNNING event carries
+    the new one: Marquez follows the engine within a tick."""
+    last = Account.from_dict(seen["account"]) if seen.get("account") else None
+    found = job_account(pipeline, name, client, jid, config)
+    if isinstance(found, Unknown):
+        out.log.warning(f"{name}: the engine's account of its lineage is unknown: {found.reason}")
+        return reportable(pipeline, found, last)
+    if seen.get("open") == run_id and found.to_dict() != seen.get("account"):
+        out.emitter.emit(out.builder.event(name, RunState.RUNNING, run_id, engine=ENGINE, account=found))
+        out.log.info(f"{name}: lineage now as {found.reader}: run {run_id} RUNNING again")
+    seen["account"] = found.to_dict()
+    return found
 
 
 def build_flink_job_sensor(
@@ -133,6 +188,7 @@ def build_flink_job_sensor(
         builder, registered = observed_event_builder(pipeline, kafka.registry())
         emitter = lineage.emitter()
         outbox = lineage.outbox()
+        out = Emitting(builder, emitter, context.log)
         try:
             jobs: list[FlinkJob] | None = client.jobs()
         except FlinkError as exc:
@@ -148,12 +204,41 @@ def build_flink_job_sensor(
             current = FlinkClient.current_of(jobs, tracked.name) if jobs is not None else None
             state = current.state if current else "GONE"
 
-            def close(run_id: str, jid: str | None, ending: str, seen: dict = seen, name: str = tracked.name) -> bool:
+            version, started_by, run_id, here, config = None, None, None, None, None
+            if current is not None:
+                run_id = flink_run_id(job, current.jid, current.start_time_ms)
+                try:
+                    config = client.user_config(current.jid)
+                except FlinkError:
+                    config = None
+                version = config.get(VERSION) if config else None
+                here = deployed_here(context.instance, key, current.jid)
+                started_by = here or FOUND_RUNNING
+            live = current is not None and current.state in ACTIVE
+            last = Account.from_dict(seen["account"]) if seen.get("account") else None
+            account = (
+                follow_account(pipeline, tracked.name, client, current.jid, config, seen, run_id, out) if live else last
+            )
+            # a run ends with the account of its own job (the last one reported): Marquez 0.51 makes a run's end the
+            # job's current version, so the end goes before the next run's opening (this tick closes first, and the
+            # outbox delivers a job's events in order)
+            closing = reportable(pipeline, Unknown(tracked.name, "the job has ended"), last)
+
+            def close(
+                run_id: str,
+                jid: str | None,
+                ending: str,
+                seen: dict = seen,
+                name: str = tracked.name,
+                closing: Account = closing,
+            ) -> bool:
                 """Close a run once, when its job has ended; True once it is closed. Not again when this outbox
                 already holds its end (the deployment that replaced the job, or `stack down`, closed it); not yet
-                while the job is still on its way out (CANCELLING, FAILING, SUSPENDED): a later tick closes it."""
+                while the job is still on its way out (CANCELLING, FAILING, SUSPENDED): a later tick closes it.
+                The closing event carries the last account this sensor reported (the declaration never overwrites an
+                observation)."""
                 if not outbox.ended(run_id):
-                    event = _close(name, run_id, ending, client, jid, builder)
+                    event = _close(name, run_id, ending, client, jid, builder, closing)
                     if event is None:
                         return False
                     emitter.emit(event)
@@ -161,7 +246,6 @@ def build_flink_job_sensor(
                 seen["closed"] = [*seen.get("closed", [])[-50:], run_id]
                 return True
 
-            live = current is not None and current.state in ACTIVE
             # any other run Marquez holds open for this job name (opened elsewhere, or a close that was lost); closed
             # first, so that the run this sensor holds (closed or open below) is the job's newest event
             try:
@@ -183,15 +267,6 @@ def build_flink_job_sensor(
                 if close(held, seen.get("jid"), ending):
                     seen["open"] = None
 
-            version, started_by, run_id, here = None, None, None, None
-            if current is not None:
-                run_id = flink_run_id(job, current.jid, current.start_time_ms)
-                try:
-                    version = client.user_config(current.jid).get(VERSION)
-                except FlinkError:
-                    version = None
-                here = deployed_here(context.instance, key, current.jid)
-                started_by = here or FOUND_RUNNING
             if current is not None and current.state in ACTIVE:
                 if seen.get("open") != run_id:
                     if str(seen.get("by", "")).startswith("Dagster run") and started_by == FOUND_RUNNING:
@@ -200,7 +275,8 @@ def build_flink_job_sensor(
                             f"job {seen.get('jid')} that {seen['by']} deployed"
                         )
                     if here is None:  # a deployment (or adoption) in this instance sent its own START
-                        for event in open_events(tracked.name, run_id, current, version, started_by, builder):
+                        opened = (tracked.name, run_id, current, version, started_by, builder)
+                        for event in open_events(*opened, account=account):
                             emitter.emit(event)
                         context.log.info(f"{tracked.name}: found Flink job {current.jid} running: run {run_id} opened")
                     seen.update({"open": run_id, "jid": current.jid, "by": started_by, "schema": None})
@@ -209,7 +285,9 @@ def build_flink_job_sensor(
                     # open run says so, so its datasets get a new version and the new column its column lineage. The
                     # first sight of a version only records it: the run's opening events carried it already.
                     if seen.get("schema") is not None:
-                        emitter.emit(builder.event(tracked.name, RunState.RUNNING, run_id, engine=ENGINE))
+                        emitter.emit(
+                            builder.event(tracked.name, RunState.RUNNING, run_id, engine=ENGINE, account=account)
+                        )
                         context.log.info(f"{tracked.name}: input schema {registered.label}, run {run_id} RUNNING again")
                     seen["schema"] = registered.label
 
@@ -222,6 +300,7 @@ def build_flink_job_sensor(
                 "flink_version": version or "unknown",
                 "started_by": started_by or "unknown",
                 "openlineage/run_id": run_id or "none",
+                "lineage/observed": account.reader if account else "none (no account read yet)",
             }
             if current is not None:
                 try:

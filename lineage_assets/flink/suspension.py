@@ -22,9 +22,11 @@ from infra.settings import StackSettings
 from lineage_assets.flink import iceberg_ingestion_asset
 from lineage_assets.flink.client import FlinkClient, FlinkError
 from lineage_assets.flink.deploy import FlinkJobSpec, job_environment, submit
+from lineage_assets.flink.job_lineage import read_account
 from lineage_assets.flink.runs import ENGINE, flink_run_id
 from lineage_assets.flink.version_drift import checkout_jobs
 from lineage_assets.kafka.observed import observed_event_builder
+from lineage_assets.lineage.account import reportable
 from lineage_assets.lineage.events import RunState
 from lineage_assets.lineage.identity import Pipeline
 
@@ -72,8 +74,11 @@ def suspend(settings: StackSettings, resources: Mapping[str, object], log: Calla
                 log(f"  {name}: stop with savepoint failed, its retained checkpoint is the newest state: {exc}")
                 continue
             run_id = flink_run_id(pipeline.job(name), job.jid, job.start_time_ms)
+            account = reportable(pipeline, read_account(client, pipeline, name, job.jid))
             emitter.emit(
-                builder.event(name, RunState.COMPLETE, run_id, event_time=dt.datetime.now(dt.UTC), engine=ENGINE)
+                builder.event(
+                    name, RunState.COMPLETE, run_id, event_time=dt.datetime.now(dt.UTC), engine=ENGINE, account=account
+                )
             )
             records.append(
                 {

@@ -2,7 +2,8 @@
 
 Every event of a job carries its jobType facet (Marquez treats a job as streaming only when the event itself says
 so) and, for non-terminal and terminal events alike, the job's full inputs and outputs with schema, dataSource,
-symlinks and column lineage: an event with empty inputs/outputs would make Marquez drop the job's current edges.
+symlinks and column lineage: an event with empty inputs/outputs would make Marquez 0.51 drop the job's current edges
+(seen: a cancelled Flink job whose run ended naming no dataset vanished from the lineage graph).
 """
 
 from __future__ import annotations
@@ -22,12 +23,14 @@ from openlineage.client.facet_v2 import (
     parent_run,
     processing_engine_run,
     schema_dataset,
+    source_code_location_job,
     symlinks_dataset,
 )
-from openlineage.client.generated.base import InputDatasetFacet, OutputDatasetFacet, RunFacet
+from openlineage.client.generated.base import DatasetFacet, InputDatasetFacet, OutputDatasetFacet, RunFacet
 from openlineage.client.serde import Serde
 from openlineage.client.uuid import generate_static_uuid
 
+from lineage_assets.lineage.account import Account, ColumnAccount, DatasetName
 from lineage_assets.lineage.identity import Column, Dataset, Pipeline
 from lineage_assets.lineage.identity import Job as PipelineJob
 
@@ -103,6 +106,20 @@ class KafkaConnectorRunFacet(RunFacet):
         return PRODUCER + "/blob/main/docs/facets/KafkaConnectorRunFacet.json"
 
 
+@attr.define
+class LineageOriginDatasetFacet(DatasetFacet):
+    """Custom dataset facet ``lineageOrigin`` on a job's output: who accounted for this job's lineage (the engine,
+    and what of it was read) and, per output column, whether its column lineage was ``observed`` from the engine or
+    ``declared`` by the identity module (a job whose columns the engine cannot show)."""
+
+    reader: str
+    columns: dict[str, str]
+
+    @staticmethod
+    def _get_schema() -> str:
+        return PRODUCER + "/blob/main/docs/facets/LineageOriginDatasetFacet.json"
+
+
 @dataclass(frozen=True)
 class Engine:
     """The processing engine a run executes on (processing_engine run facet)."""
@@ -167,6 +184,68 @@ class EventBuilder:
             facets["columnLineage"] = self._column_lineage(lineage)
         return OutputDataset(namespace=ds.namespace, name=ds.name, facets=facets)
 
+    # datasets as an engine accounted for them --------------------------------------------------------------------
+    def _named_facets(self, name: DatasetName) -> tuple[DatasetName, dict]:
+        """The dataset's identity spelling and facets: a pipeline dataset's own (schema, dataSource, symlinks), else
+        only its dataSource (a dataset the pipeline does not declare: the engine named it, nothing more is known)."""
+        ds = self.pipeline.by_identity(name.namespace, name.name)
+        if ds is not None:
+            return DatasetName(ds.namespace, ds.name), self._dataset_facets(ds)
+        return name, {"dataSource": datasource_dataset.DatasourceDatasetFacet(name=name.namespace, uri=name.namespace)}
+
+    def _observed_input(self, name: DatasetName) -> InputDataset:
+        spelled, facets = self._named_facets(name)
+        return InputDataset(namespace=spelled.namespace, name=spelled.name, facets=facets)
+
+    def _observed_output(self, account: Account, name: DatasetName) -> OutputDataset:
+        spelled, facets = self._named_facets(name)
+        columns = account.columns.get(name, {})
+        if "schema" not in facets and columns:
+            # Marquez keeps column lineage only for fields of the same event's schema: the columns the engine named
+            facets["schema"] = schema_dataset.SchemaDatasetFacet(
+                fields=[schema_dataset.SchemaDatasetFacetFields(name=c) for c in columns]
+            )
+        present = {f.name for f in facets["schema"].fields} if "schema" in facets else set()
+        kept = {c: a for c, a in columns.items() if c in present}
+        if kept:
+            facets["columnLineage"] = self._account_lineage(kept)
+        facets["lineageOrigin"] = LineageOriginDatasetFacet(
+            reader=account.reader, columns={c: a.origin for c, a in kept.items()}
+        )
+        return OutputDataset(namespace=spelled.namespace, name=spelled.name, facets=facets)
+
+    def _spelled(self, name: DatasetName) -> DatasetName:
+        ds = self.pipeline.by_identity(name.namespace, name.name)
+        return DatasetName(ds.namespace, ds.name) if ds else name
+
+    def _account_lineage(self, columns: dict[str, ColumnAccount]) -> column_lineage_dataset.ColumnLineageDatasetFacet:
+        fields = {}
+        for column, account in columns.items():
+            inputs = [
+                column_lineage_dataset.InputField(
+                    namespace=self._spelled(s.dataset).namespace,
+                    name=self._spelled(s.dataset).name,
+                    field=s.column,
+                    transformations=[
+                        column_lineage_dataset.Transformation(
+                            type=s.type, subtype=s.subtype, description=s.description or None
+                        )
+                    ],
+                )
+                for s in account.sources
+            ]
+            direct = [s for s in account.sources if s.type == "DIRECT"]
+            first = direct[0] if direct else None
+            fields[column] = column_lineage_dataset.Fields(
+                inputFields=inputs,
+                transformationType=first.type if first else "INDIRECT",
+                transformationDescription=(
+                    (first.description or f"{first.type} {first.subtype}") if first else "computed from no column"
+                )
+                + f" ({account.origin})",
+            )
+        return column_lineage_dataset.ColumnLineageDatasetFacet(fields=fields)
+
     def _column_lineage(self, lineage) -> column_lineage_dataset.ColumnLineageDatasetFacet:
         fields = {}
         for column, sources in lineage.items():
@@ -215,11 +294,16 @@ class EventBuilder:
         nominal_end: dt.datetime | None = None,
         run_facets: dict[str, RunFacet] | None = None,
         dataset_facets: dict[str, dict] | None = None,
+        account: Account | None = None,
     ) -> RunEvent:
         """One run event of ``job_name`` with every facet the job has.
 
         ``dataset_facets``: dataset key -> facets added to that input or output in this event only (statistics,
         data quality assertions).
+
+        ``account``: the job's inputs, outputs and column lineage as its engine accounted for them (see
+        account.py); without one, the identity module's declaration (for jobs whose events Dagster itself
+        knows, e.g. the Dagster run). Each output then says who accounted for it (``lineageOrigin``).
 
         ``error`` is an exception (its Python traceback is attached) or a (message, stack trace) pair from
         another engine (a Connect task trace, a Flink failure cause), attached as a JAVA stack trace.
@@ -258,19 +342,40 @@ class EventBuilder:
             eventType=state,
             eventTime=iso(event_time or dt.datetime.now(dt.UTC)),
             run=Run(runId=run_id, facets=run_facets),
-            job=Job(
-                namespace=job.namespace,
-                name=job.name,
-                facets={
-                    "jobType": job_type_job.JobTypeJobFacet(
-                        processingType=job.processing_type, integration=job.integration, jobType=job.job_type
-                    )
-                },
-            ),
-            inputs=[_with(self.input(k), (dataset_facets or {}).get(k)) for k in job.inputs],
-            outputs=[_with(self.output(job, k), (dataset_facets or {}).get(k)) for k in job.outputs],
+            job=Job(namespace=job.namespace, name=job.name, facets=self._job_facets(job, account)),
+            inputs=self._inputs(job, account, dataset_facets or {}),
+            outputs=self._outputs(job, account, dataset_facets or {}),
             producer=PRODUCER,
         )
+
+    @staticmethod
+    def _job_facets(job: PipelineJob, account: Account | None) -> dict:
+        facets: dict = {
+            "jobType": job_type_job.JobTypeJobFacet(
+                processingType=job.processing_type, integration=job.integration, jobType=job.job_type
+            )
+        }
+        if account is not None and account.location:
+            facets["sourceCodeLocation"] = source_code_location_job.SourceCodeLocationJobFacet(
+                type=job.integration.lower(), url=account.location
+            )
+        return facets
+
+    def _key(self, dataset: InputDataset | OutputDataset) -> str | None:
+        ds = self.pipeline.by_identity(dataset.namespace, dataset.name)
+        return ds.key if ds else None
+
+    def _inputs(self, job: PipelineJob, account: Account | None, extra: dict[str, dict]) -> list[InputDataset]:
+        if account is None:
+            return [_with(self.input(k), extra.get(k)) for k in job.inputs]
+        inputs = [self._observed_input(d) for d in account.inputs]
+        return [_with(d, extra.get(self._key(d) or "")) for d in inputs]
+
+    def _outputs(self, job: PipelineJob, account: Account | None, extra: dict[str, dict]) -> list[OutputDataset]:
+        if account is None:
+            return [_with(self.output(job, k), extra.get(k)) for k in job.outputs]
+        outputs = [self._observed_output(account, d) for d in account.outputs]
+        return [_with(d, extra.get(self._key(d) or "")) for d in outputs]
 
 
 def _with(dataset: InputDataset | OutputDataset, extra: dict | None) -> InputDataset | OutputDataset:

@@ -3,9 +3,11 @@
 ``emit`` writes the event to a durable SQLite outbox and returns; a drainer thread sends queued events to the
 lineage backend's ``/api/v1/lineage`` endpoint:
 
-- in order within each run (a run's next event waits until the previous one is delivered or dead-lettered), and
-  several runs at once (Marquez spends tens of milliseconds of its own and its database's work per event: one
-  client at a time gets 15-20 events/s into it, four in parallel about 1.7 times that on a 2-core machine);
+- in order within each job (a job's next event waits until the previous one is delivered or dead-lettered), and
+  several jobs at once (Marquez spends tens of milliseconds of its own and its database's work per event: one
+  client at a time gets 15-20 events/s into it, four in parallel about 1.7 times that on a 2-core machine). In order
+  per job, not per run: Marquez 0.51 makes a run's end the job's current version, so the end of a replaced run
+  delivered after the opening of the run that replaced it would put the old lineage back;
 - with exponential backoff while the backend is unreachable or answers 5xx/408/429;
 - once per (runId, eventType, eventTime): duplicates are dropped when enqueued;
 - never a START/RUNNING/OTHER after the run's terminal event (the backend would re-open the run): such late
@@ -167,8 +169,8 @@ class Outbox:
             # find candidates without holding the write lock (a read sees a consistent WAL snapshot) ...
             heads = db.execute(
                 "SELECT e.seq, e.event_type, e.payload FROM events e "  # pragma: no mutate
-                "JOIN (SELECT run_id, MIN(seq) AS seq "  # pragma: no mutate
-                "FROM events WHERE state = 'queued' GROUP BY run_id) h ON e.seq = h.seq "  # pragma: no mutate
+                "JOIN (SELECT job, MIN(seq) AS seq "  # pragma: no mutate
+                "FROM events WHERE state = 'queued' GROUP BY job) h ON e.seq = h.seq "  # pragma: no mutate
                 "WHERE e.next_attempt <= ? AND (e.lease_until IS NULL OR e.lease_until <= ?) "  # pragma: no mutate
                 "ORDER BY e.seq LIMIT ?",  # pragma: no mutate
                 (now, now, limit),

@@ -103,9 +103,10 @@ def job_args(settings, jid: str) -> list[str]:
     return json.loads(base64.urlsafe_b64decode(user["lineage-lab.args"]))
 
 
-def restart_with_flink_cli(settings, stopped: str, state: str) -> str:
+def restart_with_flink_cli(settings, stopped: str, state: str, args: list[str] | None = None) -> str:
     """Start supplier-stats again from ``state`` as an operator would: the command line the project submits with
-    (Flink's CLI), with the arguments and version the stopped job carried; returns the new Flink job id."""
+    (Flink's CLI), with the arguments (unless ``args`` are given) and version the stopped job carried; returns the
+    new Flink job id."""
     user = flink(settings, "GET", f"/jobs/{stopped}/config")["execution-config"]["user-config"]
     jobs_dir = REPO_ROOT / "flink_jobs"
     result = flink_cli(
@@ -120,7 +121,7 @@ def restart_with_flink_cli(settings, stopped: str, state: str) -> str:
         f"{jobs_dir / 'connections.py'},{jobs_dir / 'deployment.py'}",
         "-py",
         str(jobs_dir / "supplier_stats_job.py"),
-        *job_args(settings, stopped),
+        *(job_args(settings, stopped) if args is None else args),
         "--version",
         user["lineage-lab.version"],
     )

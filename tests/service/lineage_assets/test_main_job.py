@@ -325,10 +325,17 @@ def test_a_second_identity_posted_to_marquez_fails_check_e_and_verify(settings, 
     assert "Marquez holds something else" in evaluation.description
 
 
+def intruding(builder, job: str) -> dict:
+    """A whole run of ``job`` in one COMPLETE event with its datasets, as another producer would post it (the
+    project's own streaming runs end naming no dataset, so the event is built as a RUNNING and completes here)."""
+    event = Serde.to_dict(builder.event(job, RunState.RUNNING, str(uuid.uuid4())))
+    return {**event, "eventType": "COMPLETE"}
+
+
 def test_a_field_changed_in_marquez_fails_check_b(settings, ran, pipeline, intruder):
     archive = pipeline.dataset("archive_orders")
     builder, _ = observed_event_builder(pipeline, settings.schema_registry_url)  # what the emitters say now
-    event = Serde.to_dict(builder.event("orders-s3-sink", RunState.COMPLETE, str(uuid.uuid4())))
+    event = intruding(builder, "orders-s3-sink")
     out = next(o for o in event["outputs"] if o["name"] == archive.name)
     out["facets"]["schema"]["fields"].append({"name": "coupon", "type": "string"})
     event["inputs"] = []
@@ -339,7 +346,7 @@ def test_a_field_changed_in_marquez_fails_check_b(settings, ran, pipeline, intru
         assert not evaluation.passed
         assert "coupon" in evaluation.description and "Marquez holds something else" in evaluation.description
     finally:  # give the archive its declared schema back (a new version), as its producer will on its next event
-        fixed = Serde.to_dict(builder.event("orders-s3-sink", RunState.COMPLETE, str(uuid.uuid4())))
+        fixed = intruding(builder, "orders-s3-sink")
         fixed["inputs"] = []
         fixed["outputs"] = [o for o in fixed["outputs"] if o["name"] == archive.name]
         intruder(fixed)
@@ -351,7 +358,7 @@ def test_an_upstream_schema_change_warns_or_fails_check_f_downstream(settings, r
     builder, _ = observed_event_builder(pipeline, settings.schema_registry_url)  # what the emitters say now
 
     def post_orders_schema(change) -> None:
-        event = Serde.to_dict(builder.event("orders-source", RunState.COMPLETE, str(uuid.uuid4())))
+        event = intruding(builder, "orders-source")
         out = next(o for o in event["outputs"] if o["name"] == orders.name)
         change(out["facets"]["schema"]["fields"])
         event["inputs"], event["outputs"] = [], [out]

@@ -22,38 +22,47 @@ def test_events_of_the_job_after_the_mark(tmp_path):
     assert log.events_for("c", since=mark, wait_seconds=0.6) == []
 
 
-def test_listener_datasets_become_the_declared_ones():
+def test_a_forwarded_event_carries_the_jobs_account_and_keeps_the_listeners_run():
     """The listener names each Flink table as a symlink in the topic's namespace; Marquez would list it as a second
-    dataset. Forwarded events carry the identity module's datasets instead, and keep the listener's run facets."""
+    dataset. Forwarded events carry the job's account instead (here a shadow topic the engine reported), and keep
+    the listener's run facets and time."""
     from infra.settings import StackSettings
-    from lineage_assets.flink.listener import with_declared_datasets
+    from lineage_assets.flink.listener import as_accounted
+    from lineage_assets.lineage.account import Account, DatasetName
     from lineage_assets.lineage.events import EventBuilder
     from lineage_assets.lineage.identity import Pipeline
 
     pipeline = Pipeline.from_settings(StackSettings())
-    topic = pipeline.dataset("kafka_supplier_stats")
-    table_alias = {"namespace": topic.namespace, "name": "default_catalog.default_database.supplier_stats_sink"}
+    table_alias = {
+        "namespace": "kafka://127.0.0.1:9092",
+        "name": "default_catalog.default_database.supplier_stats_sink",
+    }
     raw = {
         "eventType": "START",
         "eventTime": "2025-05-01T10:00:00.000Z",
         "run": {"runId": "0195c1c0-0000-7000-8000-000000000001", "facets": {"flink_job": {"jobId": "abc"}}},
         "job": {"namespace": "lineage-lab", "name": "supplier-stats", "facets": {}},
-        "inputs": [{"namespace": topic.namespace, "name": "orders", "facets": {}}],
+        "inputs": [{"namespace": "kafka://127.0.0.1:9092", "name": "orders", "facets": {}}],
         "outputs": [
             {
-                "namespace": topic.namespace,
-                "name": topic.name,
+                "namespace": "kafka://127.0.0.1:9092",
+                "name": "supplier-stats-shadow",
                 "facets": {"symlinks": {"identifiers": [{**table_alias, "type": "TABLE"}]}},
             }
         ],
     }
-    out = with_declared_datasets(raw, EventBuilder(pipeline), "supplier-stats")
-    names = json.dumps(out["inputs"] + out["outputs"])
-    assert "default_catalog" not in names
-    job = pipeline.job("supplier-stats")
+    account = Account(
+        "supplier-stats",
+        "the listener",
+        (DatasetName("kafka://127.0.0.1:9092", "orders"),),
+        (DatasetName("kafka://127.0.0.1:9092", "supplier-stats-shadow"),),
+    )
+    out = as_accounted(raw, EventBuilder(pipeline), "supplier-stats", account)
+    assert "default_catalog" not in json.dumps(out["inputs"] + out["outputs"])
     assert [(d["namespace"], d["name"]) for d in out["outputs"]] == [
-        (pipeline.dataset(k).namespace, pipeline.dataset(k).name) for k in job.outputs
+        ("kafka://127.0.0.1:9092", "supplier-stats-shadow")
     ]
-    assert out["outputs"][0]["facets"]["schema"]["fields"][0]["name"] == "window_start"
+    assert out["outputs"][0]["facets"]["lineageOrigin"]["reader"] == "the listener"
+    assert out["inputs"][0]["facets"]["schema"]["fields"][0]["name"] == "supplier", "a declared input keeps its schema"
     assert out["run"] == raw["run"] and out["eventTime"] == raw["eventTime"]
     assert out["job"]["facets"]["jobType"]["processingType"] == "STREAMING"

@@ -1,6 +1,7 @@
 """Which savepoint a deployment starts from (no cluster): the old version's when it replaces a running job, the one
 given in ``restore_from`` when the job does not run on the target cluster (moving between clusters), none else."""
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import dagster as dg
@@ -175,6 +176,12 @@ class ToyFlinkClient:
     def checkpoint_dir(self, name):
         return "s3://chk"
 
+    def listener_events_file(self):
+        return Path("/nonexistent/flink-listener.jsonl")  # no listener: the job's account is unknown
+
+    def user_config(self, jid):
+        return {}
+
 
 def toy_resources(emitter):
     kafka = SimpleNamespace(connection=lambda: "b:9092", registry=lambda: "registry")
@@ -252,11 +259,13 @@ def test_the_factory_runs_the_jobs_steps_and_reports_the_shared_metadata(toy):
         "started_by",
         "deployment",
         "openlineage/run_id",
+        "lineage/observed",
         "own",
         "dead_letter_topic",
     ]
     assert (meta["flink_job_id"].value, meta["own"].value, meta["dead_letter_topic"].value) == ("j1", 7, "toy-dlq")
     assert meta["deployment"].value == "first start (no earlier state, no committed offsets)"
+    assert meta["lineage/observed"].value.startswith("the declaration, standing in: the engine's account is unknown")
     assert emitter.events == [("supplier-stats", "START"), ("supplier-stats", "RUNNING")]
 
 
@@ -271,33 +280,27 @@ def test_a_refused_submit_sends_fail_and_fails_the_materialization(toy):
     assert "deploying the Flink job supplier-stats failed: no slots" in failure.error.message
 
 
-class ToyListener:
-    def __init__(self, events):
-        self.events = events
-
-    def events_for(self, jid, since, wait_seconds):
-        return self.events
-
-
 def test_the_listeners_start_goes_on_under_the_jobs_run_id_and_dagster_adds_running(monkeypatch):
     from lineage_assets.flink import deploy
 
-    monkeypatch.setattr(deploy, "with_declared_datasets", lambda event, builder, name: {**event, "declared": name})
+    monkeypatch.setattr(
+        deploy, "as_accounted", lambda event, builder, name, account: {**event, "accounted": (name, account)}
+    )
     monkeypatch.setattr(deploy, "open_events", lambda *a, **kw: [("dagster", "START")])
     emitter, job = Emitter(), FlinkJob("j1", "supplier-stats", "RUNNING", 1_000)
     start = {"eventType": "START", "run": {"runId": "listener-id"}}
     sent_by = deploy.announce_with_listener(
-        context(), "supplier-stats", ToyListener([start]), 0, job, "r1", "v1", "me", ToyBuilder(), emitter, None
+        context(), "supplier-stats", [start], "the-account", job, "r1", "v1", "me", ToyBuilder(), emitter, None
     )
     assert sent_by == "OpenLineage Flink listener"
     assert emitter.events == [
-        {"eventType": "START", "run": {"runId": "r1"}, "declared": "supplier-stats"},
+        {"eventType": "START", "run": {"runId": "r1"}, "accounted": ("supplier-stats", "the-account")},
         ("supplier-stats", "RUNNING", False),
     ]
 
     ctx, emitter = context(), Emitter()
     sent_by = deploy.announce_with_listener(
-        ctx, "supplier-stats", ToyListener([]), 0, job, "r1", "v1", "me", ToyBuilder(), emitter, None
+        ctx, "supplier-stats", [], "the-account", job, "r1", "v1", "me", ToyBuilder(), emitter, None
     )
     assert sent_by == "Dagster (no listener event)" and emitter.events == [("dagster", "START")]
     assert ctx.log.lines[0][0] == "warning" and "sent no START for j1" in ctx.log.lines[0][1]
