@@ -32,7 +32,9 @@ from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.lineage.marquez_client import MarquezClient
 from lineage_assets.lineage.outbox import Drainer, Outbox
 from lineage_assets.lineage.resource import LineageResource
+from lineage_assets.metadata import asset_key
 from lineage_assets.resources import build_resources
+from lineage_assets.spark.new_orders_sensor import SUPPLIER_STATS_DAYS_JOB
 
 #: the columns of Iceberg orders as Arrow, for tests that write orders into the table directly with pyiceberg
 ORDERS_ARROW = pa.schema(
@@ -238,6 +240,39 @@ def stack_dagster_instance(settings) -> dg.DagsterInstance:
     """The stack's own Dagster instance (use it as a context manager): the one whose daemon runs the sensors,
     schedules, backfills and freshness evaluation."""
     return dg.DagsterInstance.from_config(str(DagsterDev(settings).dagster_home))
+
+
+#: Dagster run states of a run not yet ended
+IN_PROGRESS = [
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+    dg.DagsterRunStatus.CANCELING,
+]
+
+
+def wait_for_batch_side(settings, timeout: float = 600.0) -> None:
+    """Wait until the stack's Dagster has no run of ``supplier_stats`` in progress (the new-orders sensor asks for
+    one whenever an earlier test's orders reach Iceberg) and the outbox has delivered everything: a Spark run opens
+    the ``dagster`` run in Marquez when it starts and sends Spark's lineage when it ends, so in between Marquez shows
+    that run RUNNING. Read from Dagster's run storage and the outbox."""
+    key = asset_key(Pipeline.from_settings(settings).dataset("iceberg_supplier_stats"))
+    outbox = Outbox(settings.lineage_outbox)
+    deadline = time.monotonic() + timeout
+    with stack_dagster_instance(settings) as instance:
+        while True:
+            running = [
+                r.dagster_run.run_id
+                for r in instance.get_run_records(filters=dg.RunsFilter(statuses=IN_PROGRESS), limit=50)
+                if r.dagster_run.job_name == SUPPLIER_STATS_DAYS_JOB or key in (r.dagster_run.asset_selection or ())
+            ]
+            queued = outbox.counts().queued
+            if not running and queued == 0:
+                return
+            if time.monotonic() > deadline:
+                pytest.fail(f"after {timeout:.0f} s, supplier_stats runs {running} and {queued} lineage events remain")
+            time.sleep(1)
 
 
 @pytest.fixture(scope="module")

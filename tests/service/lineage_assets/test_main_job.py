@@ -27,7 +27,7 @@ from lineage_assets.lineage.identity import DAGSTER_JOB
 from lineage_assets.lineage.marquez_client import MarquezClient
 from lineage_assets.lineage.outbox import Outbox
 from lineage_assets.metadata import asset_key
-from tests.service.lineage_assets.conftest import upstream_columns
+from tests.service.lineage_assets.conftest import upstream_columns, wait_for_batch_side
 from tests.unit.lineage_assets.checks.reference_lineage import (
     ARCHIVE,
     COLUMN_LINEAGE,
@@ -185,7 +185,8 @@ def test_the_main_command_prints_a_short_progress_report(settings, ran):
     assert "STEP_SUCCESS" in Path(log.group(1)).read_text(), "the runs' console output is in their log"
 
 
-def test_each_engine_job_is_one_marquez_job_under_its_declared_name(ran, pipeline, marquez):
+def test_each_engine_job_is_one_marquez_job_under_its_declared_name(settings, ran, pipeline, marquez):
+    wait_for_batch_side(settings)
     declared = {j.name for j in pipeline.jobs.values()}
     for namespace in {j.namespace for j in pipeline.jobs.values()}:
         for job in marquez.jobs(namespace):

@@ -12,6 +12,7 @@ import requests
 
 from lineage_assets.lineage.identity import DAGSTER_JOB, Pipeline
 from lineage_assets.lineage.marquez_client import MarquezClient, lineage_page
+from tests.service.lineage_assets.conftest import wait_for_batch_side
 
 pytestmark = pytest.mark.service
 
@@ -42,6 +43,7 @@ def test_orders_lineage_page_draws_the_pipeline(settings, browser):
     jobs = {name for name in pipeline.jobs if name != DAGSTER_JOB}  # the Dagster run job has no datasets to draw
     tables = [pipeline.dataset(k).name for k in ("iceberg_orders", "iceberg_supplier_stats")]
     wait_for_jobs(settings, jobs)
+    wait_for_batch_side(settings)
 
     orders = pipeline.dataset("kafka_orders")
     url = lineage_page(settings.marquez_web_url, orders.namespace, orders.name, depth=DEPTH)
