@@ -12,8 +12,6 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from urllib.parse import quote
 
 import dagster as dg
@@ -27,25 +25,19 @@ from lineage_assets.checks.engine_lineage import build_engine_lineage_check
 from lineage_assets.flink.deploy import job_environment
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.resources import build_resources
-from tests.service.lineage_assets.test_engine_truth import cancel, flink, job_args, restart_with_flink_cli, running_jid
+from tests.service.lineage_assets.test_engine_truth import (
+    cancel,
+    flink,
+    job_args,
+    restart_with_flink_cli,
+    running_jid,
+    wait_for,
+)
 
 pytestmark = pytest.mark.service
 
 NAMESPACE = "lineage-lab"
 CHECK = "lineage_engine_matches_declaration"
-#: the stack's sensors tick every 30 s; two ticks, a submission and the outbox's delivery fit in this
-DEADLINE = 240
-
-
-def until(what: str, probe: Callable[[], object], deadline: float = DEADLINE) -> object:
-    """Wait for an event a store shows (``probe`` returns it once it happened); fails naming it otherwise."""
-    end, last = time.monotonic() + deadline, None
-    while time.monotonic() < end:
-        last = probe()
-        if last:
-            return last
-        time.sleep(3)
-    pytest.fail(f"{what}: not within {deadline} s (last seen: {last!r})")
 
 
 def marquez_job(settings, job: str) -> dict:
@@ -124,7 +116,7 @@ def test_supplier_stats_restarted_with_another_sink_topic_shows_in_marquez_the_c
     shadow, declared = f"{kafka_ns}/supplier-stats-shadow", f"{kafka_ns}/supplier-stats"
     dead_letters = f"{kafka_ns}/orders-dlq-supplier-stats"
     ensure_topic(settings, "supplier-stats-shadow")
-    until(
+    wait_for(
         "Marquez showing supplier-stats as declared, before the change",
         lambda: writes(settings) == {declared, dead_letters},
     )
@@ -137,7 +129,7 @@ def test_supplier_stats_restarted_with_another_sink_topic_shows_in_marquez_the_c
     checkpoint = flink(settings, "GET", f"/jobs/{original}/checkpoints")["latest"]["completed"]["external_path"]
     shadow_jid = restart_with_flink_cli(settings, original, checkpoint, with_sink_topic(args, "supplier-stats-shadow"))
     try:
-        until(
+        wait_for(
             "Marquez showing supplier-stats writing the shadow topic",
             lambda: shadow in io_of(settings, "supplier-stats")[1],
         )
@@ -154,7 +146,7 @@ def test_supplier_stats_restarted_with_another_sink_topic_shows_in_marquez_the_c
     finally:
         cancel(settings, shadow_jid)
         restart_with_flink_cli(settings, original, checkpoint, args)
-    until(
+    wait_for(
         "Marquez showing supplier-stats writing its declared topic again",
         lambda: declared in io_of(settings, "supplier-stats")[1],
     )
@@ -169,10 +161,10 @@ def test_a_connector_reading_a_second_topic_shows_in_marquez_and_the_check(setti
     wider = {**config, "topics": "orders,orders-audit"}
     second = f"{kafka_ns}/orders-audit"
     orders = {f"{kafka_ns}/orders"}
-    until("Marquez showing orders-s3-sink as declared, before the change", lambda: sink_reads(settings) == orders)
+    wait_for("Marquez showing orders-s3-sink as declared, before the change", lambda: sink_reads(settings) == orders)
     assert requests.put(f"{connect}/connectors/orders-s3-sink/config", json=wider, timeout=30).status_code == 200
     try:
-        until(
+        wait_for(
             "Marquez showing orders-s3-sink reading orders-audit",
             lambda: second in io_of(settings, "orders-s3-sink")[0],
         )
@@ -186,7 +178,7 @@ def test_a_connector_reading_a_second_topic_shows_in_marquez_and_the_check(setti
     finally:
         restored = requests.put(f"{connect}/connectors/orders-s3-sink/config", json=config, timeout=30)
         assert restored.status_code == 200, restored.text
-    until(
+    wait_for(
         "Marquez showing orders-s3-sink reading orders alone again",
         lambda: io_of(settings, "orders-s3-sink")[0] == {f"{kafka_ns}/orders"},
     )
@@ -279,14 +271,14 @@ def test_the_column_lineage_in_marquez_follows_a_changed_plan(settings, pipeline
         status = flink(settings, "GET", f"/jobs/{original}/savepoints/{trigger}")
         return status["operation"]["location"] if status["status"]["id"] == "COMPLETED" else None
 
-    saved = until("iceberg-ingestion's savepoint", savepoint)
+    saved = wait_for("iceberg-ingestion's savepoint", savepoint)
     copy_args = replaced(
         args, {"--table": COPY_TABLE, "--group-id": "plan-copy", "--dlq-topic": "orders-dlq-flink-copy"}
     )
     copy = submit_script(settings, original, changed_copy(tmp_path), copy_args, None)
     catalog_ns = settings.iceberg_catalog_url
     try:
-        columns = until(
+        columns = wait_for(
             "Marquez holding the copy's column lineage",
             lambda: (c := column_lineage(settings, catalog_ns, "default.orders_plan_copy")).get("item") and c,
         )
