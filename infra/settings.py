@@ -131,6 +131,11 @@ class StackSettings:
     # seconds a hop's records may stay pending (read, not yet committed, flushed or emitted) before its
     # `conservation` check warns
     conservation_pending_warn_s: int = 600
+    # seconds a client of a store (the Iceberg catalog and the object store, as pyiceberg reads them) waits to
+    # connect, and then for each answer: a store that accepts connections and never answers is reported as not
+    # answering after them, never waited on
+    store_connect_timeout_s: float = 5.0
+    store_read_timeout_s: float = 30.0
     # where reconciliation remembers its counts (empty: <home>/data/conservation/counts.sqlite)
     conservation_store: str = ""
     # the plausibility window of an order's bid_time around processing time (flink_jobs/valid_order.py): an order

@@ -69,6 +69,9 @@ def spark_conf(
         f"{cat}.s3.endpoint": settings.s3_endpoint,
         f"{cat}.s3.path-style-access": "true",
         f"{cat}.client.region": settings.s3_region,
+        # Iceberg's REST client waits up to 3 min to connect and has no read limit unless told
+        f"{cat}.rest.client.connection-timeout-ms": str(int(settings.store_connect_timeout_s * 1000)),
+        f"{cat}.rest.client.socket-timeout-ms": str(int(settings.store_read_timeout_s * 1000)),
         "spark.sql.defaultCatalog": CATALOG_NAME,
     }
     if secrets:

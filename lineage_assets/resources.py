@@ -90,6 +90,8 @@ def build_resources(settings: StackSettings) -> dict[str, dg.ConfigurableResourc
             region=settings.s3_region,
             token=_env_or("LINEAGE_LAB_ICEBERG_CATALOG_TOKEN", settings.iceberg_catalog_token),
             credential=_env_or("LINEAGE_LAB_ICEBERG_CATALOG_CREDENTIAL", settings.iceberg_catalog_credential),
+            connect_timeout_s=settings.store_connect_timeout_s,
+            read_timeout_s=settings.store_read_timeout_s,
         ),
     }
 

@@ -7,7 +7,13 @@ from __future__ import annotations
 
 import dagster as dg
 
-from infra.services.iceberg_catalog import CATALOG_NAME, catalog_credentials, pyiceberg_properties_for
+from infra.services.iceberg_catalog import (
+    CATALOG_NAME,
+    DEFAULT_CONNECT_TIMEOUT_S,
+    DEFAULT_READ_TIMEOUT_S,
+    catalog_credentials,
+    pyiceberg_properties_for,
+)
 from infra.services.object_store import s3_client_for
 
 
@@ -32,12 +38,23 @@ class IcebergResource(dg.ConfigurableResource):
     #: a bearer token, or OAuth2 client credentials "client_id:secret", of a catalog that requires them
     token: str = ""
     credential: str = ""
+    #: seconds to connect to the catalog or the object store, and to wait for each answer
+    connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
+    read_timeout_s: float = DEFAULT_READ_TIMEOUT_S
 
     def catalog(self):
+        """The catalog; a call it cannot finish within the timeouts raises ``requests.Timeout`` (catalog) or
+        ``OSError`` (object store)."""
         from pyiceberg.catalog import load_catalog
 
         props = pyiceberg_properties_for(
-            self.uri, self.s3_endpoint, self.access_key_id, self.secret_access_key, self.region
+            self.uri,
+            self.s3_endpoint,
+            self.access_key_id,
+            self.secret_access_key,
+            self.region,
+            self.connect_timeout_s,
+            self.read_timeout_s,
         )
         props.update(catalog_credentials(self.token, self.credential))
         return load_catalog(CATALOG_NAME, **props)

@@ -80,13 +80,32 @@ class IcebergCatalog(Service):
 
 
 CATALOG_NAME = "lakehouse"
+#: pyiceberg's REST catalog with timeouts (infra/iceberg_rest.py), named here so that the stack's CLI does not import
+#: pyiceberg; its limits in seconds, as catalog properties
+TIMED_CATALOG_IMPL = "infra.iceberg_rest.TimedRestCatalog"
+CONNECT_TIMEOUT = "rest.connect-timeout"
+READ_TIMEOUT = "rest.read-timeout"
+DEFAULT_CONNECT_TIMEOUT_S = 5.0
+DEFAULT_READ_TIMEOUT_S = 30.0
 
 
-def pyiceberg_properties_for(uri: str, s3_endpoint: str, access_key: str, secret_key: str, region: str) -> dict:
+def pyiceberg_properties_for(
+    uri: str,
+    s3_endpoint: str,
+    access_key: str,
+    secret_key: str,
+    region: str,
+    connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
+    read_timeout_s: float = DEFAULT_READ_TIMEOUT_S,
+) -> dict:
     """Properties for ``pyiceberg.catalog.load_catalog`` against a REST catalog whose files are in an
-    S3-compatible store."""
+    S3-compatible store; every call to either has a connect and a read timeout (``infra.iceberg_rest``)."""
     return {
-        "type": "rest",
+        "py-catalog-impl": TIMED_CATALOG_IMPL,
+        CONNECT_TIMEOUT: str(connect_timeout_s),
+        READ_TIMEOUT: str(read_timeout_s),
+        "s3.connect-timeout": str(connect_timeout_s),
+        "s3.request-timeout": str(read_timeout_s),
         "uri": uri,
         "s3.endpoint": s3_endpoint,
         "s3.access-key-id": access_key,
@@ -106,7 +125,13 @@ def catalog_credentials(token: str, credential: str) -> dict[str, str]:
 def pyiceberg_properties(settings) -> dict[str, str]:
     s = settings
     props = pyiceberg_properties_for(
-        s.iceberg_catalog_url, s.s3_endpoint, s.s3_access_key, s.s3_secret_key, s.s3_region
+        s.iceberg_catalog_url,
+        s.s3_endpoint,
+        s.s3_access_key,
+        s.s3_secret_key,
+        s.s3_region,
+        s.store_connect_timeout_s,
+        s.store_read_timeout_s,
     )
     props.update(catalog_credentials(s.iceberg_catalog_token, s.iceberg_catalog_credential))
     return props

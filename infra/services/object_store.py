@@ -29,7 +29,7 @@ def s3_client_for(endpoint: str, access_key: str, secret_key: str, region: str):
             s3={"addressing_style": "path"},
             connect_timeout=2,
             read_timeout=10,
-            retries={"max_attempts": 1},
+            retries={"total_max_attempts": 1},  # one attempt: in legacy mode max_attempts counts retries
             request_checksum_calculation="when_required",
             response_checksum_validation="when_required",
         ),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+import httpx
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 
@@ -64,6 +65,8 @@ class Registry:
 
     url: str
     user_info: str = ""  # "user:password"
+    #: seconds to connect and to wait for each answer (a registry that never answers is reported, not waited on)
+    timeout_s: float = 10.0
 
     @classmethod
     def of(cls, value: Registry | str) -> Registry:
@@ -73,7 +76,7 @@ class Registry:
         return self.url
 
     def client(self) -> SchemaRegistryClient:
-        conf: dict[str, object] = {"url": self.url, "timeout": 10}
+        conf: dict[str, object] = {"url": self.url, "timeout": self.timeout_s}
         if self.user_info:
             conf["basic.auth.user.info"] = self.user_info
         return SchemaRegistryClient(conf)
@@ -93,7 +96,7 @@ def latest_schema(url: Registry | str, topic: str) -> RegisteredSchema | None:
                 "user:password it accepts"
             ) from exc
         return None
-    except OSError:
+    except (OSError, httpx.TransportError):  # refused, reset, or no answer within the client's timeout
         return None
     return RegisteredSchema(subject, latest.schema_id, latest.version, avro_columns(latest.schema.schema_str))
 
@@ -106,7 +109,7 @@ def ensure_compatibility(url: Registry | str, topic: str, level: str = SUBJECT_C
     try:
         client.set_compatibility(subject_name=subject, level=level)
         held = client.get_compatibility(subject_name=subject)
-    except (SchemaRegistryError, OSError) as exc:
+    except (SchemaRegistryError, OSError, httpx.TransportError) as exc:
         raise RegistryError(
             f"setting compatibility {level} on subject {subject} at {url} failed ({exc}): is the registry up "
             "(`lineage-lab stack status`), is LINEAGE_LAB_SCHEMA_REGISTRY_PORT (or ..._EXTERNAL_SCHEMA_REGISTRY) "

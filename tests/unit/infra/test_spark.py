@@ -38,3 +38,12 @@ def test_a_cluster_master_ships_jars_and_environment_to_the_executors():
 def test_the_master_is_read_from_the_environment():
     settings = StackSettings.from_env({"LINEAGE_LAB_SPARK_MASTER": "spark://127.0.0.1:7177"})
     assert settings.spark_master == "spark://127.0.0.1:7177"
+
+
+def test_the_catalog_client_has_the_stores_connect_and_read_timeouts_in_milliseconds():
+    settings = StackSettings.from_env(
+        {"LINEAGE_LAB_STORE_CONNECT_TIMEOUT_S": "2.5", "LINEAGE_LAB_STORE_READ_TIMEOUT_S": "45"}
+    )
+    conf = spark.spark_conf(settings, "app")
+    assert conf["spark.sql.catalog.lakehouse.rest.client.connection-timeout-ms"] == "2500"
+    assert conf["spark.sql.catalog.lakehouse.rest.client.socket-timeout-ms"] == "45000"
