@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import dagster as dg
+import requests
 from openlineage.client.event_v2 import RunEvent
 
 from flink_jobs.deployment import VERSION
@@ -315,12 +316,26 @@ def build_flink_job_sensor(
                     }
                 except FlinkError as exc:
                     context.log.warning(f"{tracked.name}: no metrics this tick: {exc}")
+            # the job's state is still worth reporting when a store does not answer: no data facts this tick
+            output: dict[str, object]
             try:
                 output, marker = tracked.output_facts(pipeline, target, iceberg, kafka)
-                lag = input_lag(pipeline, tracked, kafka)
-            except KafkaUnavailable as exc:  # the job's state is still worth reporting; no data facts this tick
+                output_known = True
+            except KafkaUnavailable as exc:
                 context.log.warning(str(exc))
-                output, marker, lag = {"kafka": str(exc)}, None, None
+                output, marker, output_known = {"kafka": str(exc)}, None, False
+            except (requests.RequestException, OSError) as exc:  # the catalog or its files: refused, or no answer
+                problem = (
+                    f"the Iceberg catalog at {iceberg.uri} (or its files at {iceberg.s3_endpoint}) did not answer "
+                    f"({exc}); is it up (`lineage-lab stack status`)?"
+                )
+                context.log.warning(problem)
+                output, marker, output_known = {"iceberg": problem}, None, False
+            try:
+                lag = input_lag(pipeline, tracked, kafka)
+            except KafkaUnavailable as exc:
+                context.log.warning(str(exc))
+                output, lag = {**output, "kafka": str(exc)}, None
             facts |= {**output, "consumer_lag": lag if lag is not None else "unknown (no committed offsets)"}
             events.append(dg.AssetObservation(asset_key=key, metadata=facts))
             # a materialization when the output got new data, or when the job is running and has consumed all its
@@ -328,7 +343,7 @@ def build_flink_job_sensor(
             reason = None
             if marker is not None and marker != seen.get("data"):
                 reason = NEW_DATA
-            elif state == "RUNNING" and lag == 0:
+            elif state == "RUNNING" and lag == 0 and output_known:  # a materialization names what is in the output
                 latest = context.instance.get_latest_materialization_event(key)
                 due = caught_up_materialization_due(latest.timestamp if latest else None, time.time(), fresh_minutes)
                 reason = CAUGHT_UP if due else None
