@@ -22,13 +22,14 @@ from infra.services.iceberg_catalog import (
 
 
 def bound(session: Session, timeout: tuple[float, float]) -> Session:
-    """``session`` with ``timeout`` as the default of every request it sends (idempotent)."""
+    """``session`` with ``timeout`` as the default of every request it sends (wrapped once; a later call sets the
+    default it uses)."""
     if getattr(session, "default_timeout", None) is None:
         send = session.request
 
         def request(method, url, **kwargs):
             if kwargs.get("timeout") is None:
-                kwargs["timeout"] = timeout
+                kwargs["timeout"] = session.default_timeout  # type: ignore[attr-defined]
             return send(method, url, **kwargs)
 
         session.request = request  # type: ignore[method-assign]
