@@ -45,6 +45,8 @@ class SnapshotInfo:
     parent_id: int | None
     summary: dict[str, str]
     committed_ms: int = 0
+    #: Iceberg's operation of the snapshot: append, overwrite, delete or replace
+    operation: str = "append"
 
 
 class PartitionSummaryMissing(ValueError):
@@ -175,6 +177,7 @@ def build_supplier_stats_partition_sensor(
                 s.parent_snapshot_id,
                 dict(s.summary.additional_properties) if s.summary else {},
                 s.timestamp_ms,
+                s.summary.operation.value if s.summary else "append",
             )
             for s in table.snapshots()
         ]

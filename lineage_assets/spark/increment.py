@@ -1,0 +1,116 @@
+"""Whether a supplier_stats run of a day may read only the orders appended since the day's last write, or must
+recompute the whole day; and which days the new-orders sensor asks for now under a freshness budget.
+
+A day's totals are sums and counts, so the totals of the new orders add to the day's rows exactly. Iceberg's
+incremental append scan (Spark's ``start-snapshot-id``, exclusive, and ``end-snapshot-id``, inclusive) reads only
+the data files of ``append`` snapshots and silently skips every other snapshot, delete files included. So the run
+reads incrementally only when every snapshot since its start point that touched the day appended to it; a delete,
+overwrite or replace of the day, a start point that is no longer an ancestor (expired, rolled back), a write of the
+day by another writer, or no earlier write of the day all mean the whole day again. Pure: the caller reads the
+snapshots (pyiceberg) and the runs (Dagster).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from lineage_assets.spark.new_orders_sensor import PartitionSummaryMissing, SnapshotInfo, days_changed
+
+FULL = "full"
+INCREMENTAL = "incremental"
+MODES = (FULL, INCREMENTAL)
+
+
+@dataclass(frozen=True)
+class DayBase:
+    """The day's last write by the Spark job: its supplier_stats snapshot, and the orders snapshot it had read up
+    to (None: the commit does not say)."""
+
+    snapshot_id: int
+    input_snapshot_id: int | None
+
+
+@dataclass(frozen=True)
+class Decision:
+    """How the run reads: ``start`` is the orders snapshot it reads after (exclusive) when incremental."""
+
+    mode: str
+    reason: str
+    start: int | None = None
+
+
+def choose_mode(
+    day: str,
+    field: str,
+    wanted: str,
+    base: DayBase | None,
+    chain: Sequence[SnapshotInfo],
+    end: int | None,
+    foreign_write: str = "",
+) -> Decision:
+    """The mode of a run of ``day`` that asked for ``wanted`` and reads orders up to snapshot ``end``.
+
+    ``chain``: the orders snapshots from ``end`` back to, not including, the base's input snapshot, oldest first
+    (``new_orders_sensor.snapshots_since``); ``foreign_write``: what changed the day's supplier_stats rows after the
+    base without being the Spark job ('' when nothing did); ``field``: the orders partition field of the day."""
+    if wanted not in MODES:
+        raise ValueError(f"mode {wanted!r} is neither of {MODES}")
+    if wanted == FULL:
+        return Decision(FULL, "the whole day was asked for")
+    if base is None:
+        return Decision(FULL, f"no earlier write of {day} by this job")
+    if base.input_snapshot_id is None:
+        return Decision(FULL, f"the last write of {day} (snapshot {base.snapshot_id}) does not say what it read")
+    if foreign_write:
+        return Decision(FULL, f"{day} was changed since its last write by {foreign_write}")
+    start = base.input_snapshot_id
+    if end == start:
+        return Decision(INCREMENTAL, f"no orders snapshot since {start}", start)
+    if not chain or chain[0].parent_id != start or chain[-1].snapshot_id != end:
+        return Decision(
+            FULL,
+            f"orders snapshot {start}, read by the last write of {day}, is not an ancestor of {end} (expired or "
+            "rolled back)",
+        )
+    for snapshot in chain:
+        if snapshot.operation == "append":
+            continue
+        try:
+            touched = day in days_changed(snapshot.summary, field)
+        except PartitionSummaryMissing:
+            touched = True
+        if touched:
+            return Decision(FULL, f"orders snapshot {snapshot.snapshot_id} ({snapshot.operation}) changed {day}")
+    return Decision(INCREMENTAL, f"{len(chain)} orders snapshot(s) since {start}", start)
+
+
+@dataclass(frozen=True)
+class Due:
+    """The days to ask a run for now, and the others still owed with the time (epoch seconds) each falls due."""
+
+    now: tuple[str, ...]
+    later: Mapping[str, float]
+
+
+def due_days(
+    owed: Iterable[str],
+    last_write: Mapping[str, float | None],
+    queued: Iterable[str],
+    now: float,
+    budget_s: float,
+) -> Due:
+    """Which owed days a run is asked for now: a day never written is due at once (its first rows do not wait), a
+    day whose last write (or the start of a run of it) is ``budget_s`` old is due, a day with a run waiting to start
+    is not (that run reads its new orders when it starts); every other day stays owed until it falls due."""
+    waiting = set(queued)
+    ready, later = [], {}
+    for day in sorted(set(owed)):
+        if day in waiting:
+            continue
+        written = last_write.get(day)
+        if written is None or now - written >= budget_s:
+            ready.append(day)
+        else:
+            later[day] = written + budget_s
+    return Due(tuple(ready), later)

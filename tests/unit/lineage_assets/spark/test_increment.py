@@ -1,0 +1,105 @@
+"""When a supplier_stats run may read only what was appended since the day's last write, and which owed days the
+sensor asks for under a freshness budget. Snapshots, summaries and times are written by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from lineage_assets.spark.increment import FULL, INCREMENTAL, DayBase, Decision, choose_mode, due_days
+from lineage_assets.spark.new_orders_sensor import SnapshotInfo
+
+DAY, FIELD = "2026-03-02", "bid_time_day"
+
+
+def snap(sid: int, parent: int | None, operation: str = "append", days: tuple[str, ...] = (DAY,)) -> SnapshotInfo:
+    summary = {"partition-summaries-included": "true", "changed-partition-count": str(len(days))}
+    summary |= {f"partitions.{FIELD}={d}": "added-records=1" for d in days}
+    return SnapshotInfo(sid, parent, summary, operation=operation)
+
+
+BASE = DayBase(snapshot_id=900, input_snapshot_id=10)
+
+
+def test_appends_only_since_the_base_read_incrementally_after_its_input_snapshot():
+    chain = [snap(11, 10), snap(12, 11, days=("2026-03-03",)), snap(13, 12)]
+    assert choose_mode(DAY, FIELD, INCREMENTAL, BASE, chain, 13) == Decision(
+        INCREMENTAL, "3 orders snapshot(s) since 10", 10
+    )
+
+
+def test_nothing_new_is_an_incremental_run_that_reads_nothing():
+    assert choose_mode(DAY, FIELD, INCREMENTAL, BASE, [], 10) == Decision(
+        INCREMENTAL, "no orders snapshot since 10", 10
+    )
+
+
+def test_a_delete_of_another_day_keeps_the_run_incremental():
+    chain = [snap(11, 10), snap(12, 11, "delete", days=("2026-03-01",)), snap(13, 12)]
+    assert choose_mode(DAY, FIELD, INCREMENTAL, BASE, chain, 13).mode == INCREMENTAL
+
+
+@pytest.mark.parametrize("operation", ["delete", "overwrite", "replace"])
+def test_a_delete_overwrite_or_replace_of_the_day_recomputes_it(operation):
+    chain = [snap(11, 10), snap(12, 11, operation, days=("2026-03-01", DAY))]
+    assert choose_mode(DAY, FIELD, INCREMENTAL, BASE, chain, 12) == Decision(
+        FULL, f"orders snapshot 12 ({operation}) changed {DAY}"
+    )
+
+
+def test_a_delete_whose_summary_names_no_partitions_recomputes_the_day():
+    unnamed = SnapshotInfo(12, 11, {"changed-partition-count": "3"}, operation="delete")
+    assert choose_mode(DAY, FIELD, INCREMENTAL, BASE, [snap(11, 10), unnamed], 12).mode == FULL
+
+
+def test_an_append_whose_summary_names_no_partitions_is_still_read_incrementally():
+    unnamed = SnapshotInfo(11, 10, {"changed-partition-count": "500"})
+    assert choose_mode(DAY, FIELD, INCREMENTAL, BASE, [unnamed], 11).mode == INCREMENTAL
+
+
+def test_a_start_that_is_no_longer_an_ancestor_recomputes_the_day():
+    # the chain from 13 ends at a root (10 expired or rolled back): it does not reach the base's input
+    decision = choose_mode(DAY, FIELD, INCREMENTAL, BASE, [snap(12, None), snap(13, 12)], 13)
+    assert decision == Decision(
+        FULL, f"orders snapshot 10, read by the last write of {DAY}, is not an ancestor of 13 (expired or rolled back)"
+    )
+
+
+def test_a_chain_that_does_not_end_at_the_read_point_recomputes_the_day():
+    assert choose_mode(DAY, FIELD, INCREMENTAL, BASE, [snap(11, 10)], 12).mode == FULL
+
+
+def test_no_base_a_base_without_its_input_or_a_foreign_write_recompute_the_day():
+    chain = [snap(11, 10)]
+    assert choose_mode(DAY, FIELD, INCREMENTAL, None, chain, 11) == Decision(
+        FULL, f"no earlier write of {DAY} by this job"
+    )
+    assert choose_mode(DAY, FIELD, INCREMENTAL, DayBase(900, None), chain, 11) == Decision(
+        FULL, f"the last write of {DAY} (snapshot 900) does not say what it read"
+    )
+    assert choose_mode(DAY, FIELD, INCREMENTAL, BASE, chain, 11, foreign_write="snapshot 901 (pyiceberg)") == Decision(
+        FULL, f"{DAY} was changed since its last write by snapshot 901 (pyiceberg)"
+    )
+
+
+def test_full_is_full_whatever_the_snapshots_and_an_unknown_mode_is_refused():
+    assert choose_mode(DAY, FIELD, FULL, BASE, [snap(11, 10)], 11) == Decision(FULL, "the whole day was asked for")
+    with pytest.raises(ValueError, match="'fast' is neither"):
+        choose_mode(DAY, FIELD, "fast", BASE, [], 10)
+
+
+def test_due_days_under_a_300_s_budget():
+    due = due_days(
+        owed=["2026-03-01", "2026-03-02", "2026-03-03", "2026-03-04"],
+        last_write={"2026-03-01": 1000.0, "2026-03-02": 1250.0, "2026-03-03": None, "2026-03-04": 1000.0},
+        queued=["2026-03-04"],
+        now=1300.0,
+        budget_s=300.0,
+    )
+    # 03-01 written 300 s ago: due; 03-02 50 s ago: due at 1550; 03-03 never written: at once; 03-04 has a run waiting
+    assert due.now == ("2026-03-01", "2026-03-03")
+    assert dict(due.later) == {"2026-03-02": 1550.0}
+
+
+def test_a_budget_of_zero_asks_for_every_owed_day_at_once():
+    due = due_days(owed=["2026-03-02"], last_write={"2026-03-02": 1299.0}, queued=[], now=1300.0, budget_s=0)
+    assert (due.now, dict(due.later)) == (("2026-03-02",), {})
