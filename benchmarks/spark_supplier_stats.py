@@ -31,7 +31,7 @@ DAY = "2024-03-01"
 def child(namespace: str, listener: bool, orders: int, events: str) -> None:
     from infra.settings import StackSettings
     from infra.spark import build_session
-    from lineage_assets.spark.supplier_stats_batch import CREATE_TARGET, aggregate, day_orders, rule_reason
+    from lineage_assets.spark.day_frames import CREATE_TARGET, aggregate, day_orders, rule_reason
 
     settings = StackSettings.from_env()
     openlineage = (

@@ -32,7 +32,7 @@ from typing import Any
 from lineage_assets.conservation.balance import HopBalance, OtherWriter, StoreUnavailable
 from lineage_assets.conservation.hops import Hop
 from lineage_assets.conservation.stores import Stores
-from lineage_assets.spark.supplier_stats_batch import NO_SNAPSHOT, PROPERTY_PREFIX
+from lineage_assets.spark.day_commit import NO_SNAPSHOT, PROPERTY_PREFIX
 
 #: longest run of orders snapshots summed from their summaries before the manifests are read instead
 MAX_WALK = 2000

@@ -15,20 +15,30 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from lineage_assets.spark.new_orders_sensor import PartitionSummaryMissing, SnapshotInfo, days_changed
+from lineage_assets.spark.day_commit import PROPERTY_PREFIX, optional_id
+from lineage_assets.spark.new_orders_sensor import (
+    INCREMENTAL_MODE,
+    PartitionSummaryMissing,
+    SnapshotInfo,
+    days_changed,
+    snapshot_infos,
+    snapshots_since,
+)
 
 FULL = "full"
-INCREMENTAL = "incremental"
+INCREMENTAL = INCREMENTAL_MODE
 MODES = (FULL, INCREMENTAL)
 
 
 @dataclass(frozen=True)
 class DayBase:
-    """The day's last write by the Spark job: its supplier_stats snapshot, and the orders snapshot it had read up
-    to (None: the commit does not say)."""
+    """The day's last write by the Spark job: its supplier_stats snapshot, the orders snapshot it had read up to
+    (None: the commit does not say), and its cumulative figures of the day (orders read, orders refused)."""
 
     snapshot_id: int
     input_snapshot_id: int | None
+    input_rows: int = 0
+    rejected: int = 0
 
 
 @dataclass(frozen=True)
@@ -114,3 +124,56 @@ def due_days(
         else:
             later[day] = written + budget_s
     return Due(tuple(ready), later)
+
+
+# --- reading the tables' metadata -------------------------------------------------------------------------------
+
+
+def day_base(stats_table, day: str) -> tuple[DayBase | None, str]:
+    """The day's last write by the Spark job along supplier_stats' current ancestry, and what else wrote the table
+    since ('' when nothing did). A Spark write of another day replaces only that day (its overwrite filter), so it
+    is passed over; a write without the job's properties may have touched any day, so it forces the whole day."""
+    by_id = {s.snapshot_id: s for s in stats_table.metadata.snapshots}
+    foreign = ""
+    snapshot = stats_table.current_snapshot()
+    while snapshot is not None:
+        summary = dict(snapshot.summary.additional_properties) if snapshot.summary else {}
+        written = summary.get(PROPERTY_PREFIX + "day")
+        if written == day:
+            base = DayBase(
+                snapshot.snapshot_id,
+                optional_id(summary.get(PROPERTY_PREFIX + "input-snapshot-id")),
+                int(summary.get(PROPERTY_PREFIX + "input-rows", "0")),
+                int(summary.get(PROPERTY_PREFIX + "rejected-orders", "0")),
+            )
+            return base, foreign
+        if written is None and not foreign:
+            operation = snapshot.summary.operation.value if snapshot.summary else "unknown"
+            foreign = f"snapshot {snapshot.snapshot_id} ({operation}, not written by this job)"
+        snapshot = by_id.get(snapshot.parent_snapshot_id)
+    return None, foreign
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A run's decision, the base it adds to (incremental only) and the supplier_stats snapshot current when it
+    planned: the commit is validated against every change of the day since then."""
+
+    decision: Decision
+    base: DayBase | None
+    validate_from: int | None
+
+
+def plan(orders_table, stats_table, day: str, end: int | None, wanted: str) -> Plan:
+    """How a run of ``day`` that reads orders up to snapshot ``end`` reads: the tables' snapshots, then
+    ``choose_mode``."""
+    current = stats_table.current_snapshot()
+    validate_from = current.snapshot_id if current is not None else None
+    if wanted != INCREMENTAL:
+        return Plan(choose_mode(day, "", wanted, None, [], end), None, validate_from)
+    base, foreign = day_base(stats_table, day)
+    start = base.input_snapshot_id if base is not None else None
+    chain = snapshots_since(snapshot_infos(orders_table), end, start) if start is not None else []
+    field = orders_table.spec().fields[0].name
+    decision = choose_mode(day, field, wanted, base, chain, end, foreign)
+    return Plan(decision, base if decision.mode == INCREMENTAL else None, validate_from)

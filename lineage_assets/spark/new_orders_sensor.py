@@ -29,12 +29,14 @@ from pyiceberg.exceptions import NoSuchTableError
 
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.metadata import asset_key
-from lineage_assets.spark.supplier_stats_batch import DAILY
+from lineage_assets.spark.partitions import DAILY
 from lineage_assets.storage import IcebergResource
 
 PARTITION_KEY_PREFIX = "partitions."
 #: the metadata key under which a materialization of the Iceberg table names its current snapshot
 SNAPSHOT_ID = "iceberg/snapshot_id"
+#: the mode of the runs the sensor requests (supplier_stats' config, lineage_assets/spark/increment.py)
+INCREMENTAL_MODE = "incremental"
 #: the job this sensor targets: one supplier_stats day per run
 SUPPLIER_STATS_DAYS_JOB = "supplier_stats_days_job"
 
@@ -81,6 +83,20 @@ def snapshots_since(snapshots: Iterable[SnapshotInfo], current: int | None, sinc
         chain.append(by_id[at])
         at = by_id[at].parent_id
     return list(reversed(chain))
+
+
+def snapshot_infos(table) -> list[SnapshotInfo]:
+    """Every snapshot of a pyiceberg table as the facts the sensor and the increment planner use."""
+    return [
+        SnapshotInfo(
+            s.snapshot_id,
+            s.parent_snapshot_id,
+            dict(s.summary.additional_properties) if s.summary else {},
+            s.timestamp_ms,
+            s.summary.operation.value if s.summary else "append",
+        )
+        for s in table.snapshots()
+    ]
 
 
 def last_handled_before(snapshots: Iterable[SnapshotInfo], current: int | None, deployed_ms: int) -> int | None:
@@ -171,16 +187,7 @@ def build_supplier_stats_partition_sensor(
                 f"the Iceberg catalog at {iceberg.uri} did not answer ({exc}): start it (`lineage-lab stack up`) or "
                 "point the iceberg resource at the right catalog; the next tick handles the same snapshots"
             ) from exc
-        infos = [
-            SnapshotInfo(
-                s.snapshot_id,
-                s.parent_snapshot_id,
-                dict(s.summary.additional_properties) if s.summary else {},
-                s.timestamp_ms,
-                s.summary.operation.value if s.summary else "append",
-            )
-            for s in table.snapshots()
-        ]
+        infos = snapshot_infos(table)
         if context.cursor and context.cursor.isdigit():
             since = handled_snapshot(context.instance, source_key, context.cursor)
         elif context.cursor and context.cursor.startswith("{"):  # the cursor of the earlier, standard sensor
@@ -208,8 +215,11 @@ def build_supplier_stats_partition_sensor(
         waiting = queued_days(context.instance, target_key, valid)
         for day in sorted(waiting):
             context.log.info(f"{day}: a run is already queued and will read the new snapshot(s) when it starts")
+        # the sensor's runs add only what is new to the day (the run itself falls back to the whole day when
+        # something other than an append changed it)
+        incremental = {"ops": {target_key.to_python_identifier(): {"config": {"mode": INCREMENTAL_MODE}}}}
         run_requests = [
-            dg.RunRequest(run_key=f"{snap}:{day}", partition_key=day)
+            dg.RunRequest(run_key=f"{snap}:{day}", partition_key=day, run_config=incremental)
             for day, snap in sorted(days.items())
             if day in valid - waiting
         ]

@@ -123,6 +123,8 @@ def test_new_orders_request_exactly_their_days_once(settings, pipeline, deployed
         days_job = defs.resolve_job_def(sensor.job_name)
         assert days_job.asset_layer.executable_asset_keys == {dg.AssetKey(["iceberg", "default", "supplier_stats"])}
         assert len({r.run_key for r in requests}) == 2
+        modes = {r.run_config["ops"]["iceberg__default__supplier_stats"]["config"]["mode"] for r in requests}
+        assert modes == {"incremental"}, "the sensor's runs add only what is new to each day"
 
         requests, _, skipped = tick(sensor, instance, cursor)
         assert requests == [], "no new materialization: nothing requested"

@@ -12,8 +12,8 @@ from lineage_assets.conservation.spark_days import (
     partition_delta,
 )
 from lineage_assets.lineage.identity import SPARK_SUPPLIER_STATS_JOB, Pipeline
+from lineage_assets.spark.day_commit import commit_properties
 from lineage_assets.spark.lineage import RunStatistics, add_statistics
-from lineage_assets.spark.supplier_stats_batch import commit_properties
 
 DAY = "2026-11-25"
 PART = f"bid_time_day={DAY}"

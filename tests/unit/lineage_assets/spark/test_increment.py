@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from lineage_assets.spark.increment import FULL, INCREMENTAL, DayBase, Decision, choose_mode, due_days
+from lineage_assets.spark.increment import FULL, INCREMENTAL, DayBase, Decision, choose_mode, day_base, due_days
 from lineage_assets.spark.new_orders_sensor import SnapshotInfo
 
 DAY, FIELD = "2026-03-02", "bid_time_day"
@@ -103,3 +103,53 @@ def test_due_days_under_a_300_s_budget():
 def test_a_budget_of_zero_asks_for_every_owed_day_at_once():
     due = due_days(owed=["2026-03-02"], last_write={"2026-03-02": 1299.0}, queued=[], now=1300.0, budget_s=0)
     assert (due.now, dict(due.later)) == (("2026-03-02",), {})
+
+
+class _Summary:
+    def __init__(self, operation: str, props: dict[str, str]):
+        self.operation = type("Op", (), {"value": operation})()
+        self.additional_properties = props
+
+
+class _Snapshot:
+    def __init__(self, sid: int, parent: int | None, operation: str, props: dict[str, str]):
+        self.snapshot_id, self.parent_snapshot_id = sid, parent
+        self.summary = _Summary(operation, props)
+
+
+class _Stats:
+    """supplier_stats' snapshots, newest last, as pyiceberg's table gives them."""
+
+    def __init__(self, *snapshots: _Snapshot):
+        self.metadata = type("M", (), {"snapshots": list(snapshots)})()
+        self._current = snapshots[-1] if snapshots else None
+
+    def current_snapshot(self):
+        return self._current
+
+
+def spark_write(sid, parent, day, read_to="10", rows="20", rejected="2"):
+    props = {
+        "lineage-lab.day": day,
+        "lineage-lab.input-snapshot-id": read_to,
+        "lineage-lab.input-rows": rows,
+        "lineage-lab.rejected-orders": rejected,
+    }
+    return _Snapshot(sid, parent, "overwrite", props)
+
+
+def test_the_base_is_the_days_last_spark_write_and_writes_of_other_days_are_passed_over():
+    stats = _Stats(spark_write(900, None, DAY), spark_write(901, 900, "2026-03-03", read_to="11"))
+    assert day_base(stats, DAY) == (DayBase(900, 10, 20, 2), "")
+
+
+def test_a_write_without_the_jobs_properties_after_the_base_is_named():
+    stats = _Stats(spark_write(900, None, DAY), _Snapshot(901, 900, "append", {}), spark_write(902, 901, "2026-03-03"))
+    assert day_base(stats, DAY) == (DayBase(900, 10, 20, 2), "snapshot 901 (append, not written by this job)")
+
+
+def test_no_write_of_the_day_and_a_base_that_read_nothing():
+    assert day_base(_Stats(spark_write(901, None, "2026-03-03")), DAY) == (None, "")
+    assert day_base(_Stats(), DAY) == (None, "")
+    empty = _Stats(spark_write(900, None, DAY, read_to="none", rows="0", rejected="0"))
+    assert day_base(empty, DAY) == (DayBase(900, None, 0, 0), "")
