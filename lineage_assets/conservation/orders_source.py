@@ -33,7 +33,7 @@ import datetime as dt
 import json
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import psycopg
@@ -371,6 +371,21 @@ def foreign_writers(output: str, foreign: ForeignRecords) -> tuple[OtherWriter, 
     )
 
 
+def counted(hop: Hop, rows: int, settled: Settled, tally: Tally) -> HopBalance:
+    """The hop's figures: ``out`` is Debezium's records at the cut plus every other writer's (the contract)."""
+    return HopBalance(
+        job=hop.job.name,
+        input=hop.input.qualified_name,
+        outputs=hop.output_names,
+        in_=rows,
+        out=settled.out + tally.foreign.rows,
+        dead_letters=0,
+        pending=settled.pending,
+        other_writers=foreign_writers(hop.output.qualified_name, tally.foreign),
+        pending_since=settled.pending_since,
+    )
+
+
 def changed_rows(stats: dict[str, int], baseline: dict[str, int]) -> dict[str, int]:
     """Updates and deletes since the baseline (statistics reset by a crash or pg_stat_reset re-baseline)."""
     return {k: stats[k] - baseline.get(k, stats[k]) for k in ("updated", "deleted") if stats[k] >= baseline.get(k, 0)}
@@ -574,22 +589,14 @@ def balance(hop: Hop, stores: Stores) -> HopBalance:
         notes.append(f"more than {MAX_IDS_AT_KEY} rows share one change order: their redelivery is left to --deep")
     if stores.deep:
         notes.extend(deep_audit(stores, stores.deep_range))
-    result = HopBalance(
-        job=hop.job.name,
-        input=hop.input.qualified_name,
-        outputs=hop.output_names,
-        in_=source.rows,
-        out=settled.out + tally.foreign.rows,
-        dead_letters=0,
-        pending=settled.pending,
+    result = replace(
+        counted(hop, source.rows, settled, tally),
         range={
             "source": f"{TABLE} at snapshot {source.snapshot} (WAL {lsn_text(source.wal)})",
             "topic": {str(p): [lo, tally.positions.get(str(p), lo)] for p, (lo, _hi) in ranges.items()},
             "debezium_reached_lsn": lsn_text(reached),
             "redelivered": tally.redelivered,
         },
-        other_writers=foreign_writers(hop.output.qualified_name, tally.foreign),
-        pending_since=settled.pending_since,
         notes=tuple(notes),
     )
     if any(changes.values()):
