@@ -17,9 +17,13 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from infra import cli as stack_cli
 from infra.settings import StackSettings
+
+if TYPE_CHECKING:
+    from lineage_assets.conservation.stores import Stores
 
 
 def resume_flink_jobs(settings: StackSettings) -> list[str]:
@@ -164,7 +168,8 @@ def _reconcile(args: argparse.Namespace, settings: StackSettings) -> int:
 
     import dagster as dg
 
-    from lineage_assets.conservation.reconcile import accept, reconcile
+    from lineage_assets.conservation.acceptances import AcceptanceError
+    from lineage_assets.conservation.reconcile import accepted_of, reconcile
     from lineage_assets.conservation.stores import RESOURCE_KEYS, Stores, count_store_path
     from lineage_assets.lineage.identity import Pipeline
     from lineage_assets.resources import build_resources
@@ -174,8 +179,11 @@ def _reconcile(args: argparse.Namespace, settings: StackSettings) -> int:
     if unknown_jobs:
         print(f"error: no job {unknown_jobs}; the pipeline's jobs: {sorted(pipeline.jobs)}", file=sys.stderr)
         return 2
-    if args.accept and len(args.job) != 1:
-        print("error: --accept needs exactly one --job (the hop whose other writer it accepts)", file=sys.stderr)
+    if (args.accept or args.revoke) and len(args.job) != 1:
+        print(
+            "error: --accept and --revoke need exactly one --job (the hop whose other writer they are about)",
+            file=sys.stderr,
+        )
         return 2
     # the resources as a check gets them, their EnvVars resolved here: `dg.build_resources` would make an ephemeral
     # Dagster instance for resources that need no setup (2-3 s of a run's fixed cost)
@@ -189,21 +197,17 @@ def _reconcile(args: argparse.Namespace, settings: StackSettings) -> int:
     stores = Stores(
         pipeline, resources, count_store_path(settings), deep=args.deep, deep_range={"last": args.deep_last}
     )
-    if args.accept:
-        (now,) = reconcile(stores, jobs=args.job, confirm_after_s=0)
-        named = {w.reference for w in now.other_writers}
-        unknown_refs = sorted(set(args.accept) - named)
-        if unknown_refs:
-            print(
-                f"error: {unknown_refs} is not another writer of {args.job[0]}'s output now; it names: "
-                f"{sorted(named) or 'none'}",
-                file=sys.stderr,
-            )
-            return 2
-        accept(stores, args.job[0], args.accept, by=f"{getpass.getuser()} (lineage-lab reconcile --accept)")
+    try:
+        _change_acceptances(args, stores, by=f"{getpass.getuser()} (lineage-lab reconcile)")
+    except AcceptanceError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.acceptances:
+        return _print_acceptances(args, stores)
     found = reconcile(stores, jobs=args.job or None, confirm_after_s=args.confirm_after)
     if args.json:
-        print(json.dumps([b.as_dict() for b in found], indent=2, default=str))
+        hops = [{**b.as_dict(), "acceptances": [a.as_dict() for a in accepted_of(stores, b.job)]} for b in found]
+        print(json.dumps(hops, indent=2, default=str))
     else:
         for b in found:
             print(b.summary())
@@ -212,6 +216,36 @@ def _reconcile(args: argparse.Namespace, settings: StackSettings) -> int:
     if any(b.lost_or_doubled for b in found):
         return 1
     return 2 if any(b.status == "unknown" for b in found) else 0
+
+
+def _change_acceptances(args: argparse.Namespace, stores: Stores, by: str) -> None:
+    """``--revoke`` then ``--accept`` on the one ``--job``; what was done goes to stderr (stdout stays the report)."""
+    from lineage_assets.conservation.reconcile import accept, revoke
+
+    if args.revoke:
+        for a in revoke(stores, args.job[0], args.revoke):
+            print(f"revoked: {a.text()}", file=sys.stderr)
+    if args.accept:
+        for a in accept(stores, args.job[0], args.accept, by=by):
+            print(f"accepted: {a.text()}", file=sys.stderr)
+
+
+def _print_acceptances(args: argparse.Namespace, stores: Stores) -> int:
+    """``--acceptances``: the accepted changes of each hop (or those of ``--job``), with who accepted them and when."""
+    import json
+
+    from lineage_assets.conservation.reconcile import READERS, accepted_of
+
+    chosen = [j for j in READERS if not args.job or j in args.job]
+    found = {job: accepted_of(stores, job) for job in chosen}
+    if args.json:
+        print(json.dumps({job: [a.as_dict() for a in made] for job, made in found.items()}, indent=2))
+        return 0
+    for job, made in found.items():
+        print(f"{job}: " + ("no acceptances" if not made else f"{len(made)} acceptance(s)"))
+        for a in made:
+            print(f"    {a.text()}")
+    return 0
 
 
 def _pipeline(args: argparse.Namespace, settings: StackSettings) -> int:
@@ -268,7 +302,20 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         default=[],
         metavar="REF",
         help="accept another writer's change to the --job hop's output as intended (a deletion by request, a "
-        "backfill): REF as the report names it in [brackets]; its rows then leave the balance; repeatable",
+        "backfill): REF as the report names it in [brackets]; it covers the change up to its position now (a Kafka "
+        "writer's later records are named again); its rows then leave the balance; repeatable",
+    )
+    rec.add_argument(
+        "--revoke",
+        action="append",
+        default=[],
+        metavar="REF",
+        help="undo the acceptance of REF on the --job hop: the change counts and is named again; repeatable",
+    )
+    rec.add_argument(
+        "--acceptances",
+        action="store_true",
+        help="list the accepted changes (of --job, or every hop): ref, position, who and when; no reconciliation",
     )
     rec.add_argument(
         "--confirm-after",

@@ -8,6 +8,7 @@ is there for that.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -16,21 +17,37 @@ Status = Literal["balanced", "pending", "missing", "duplicates", "unknown"]
 
 @dataclass(frozen=True)
 class OtherWriter:
-    """A change to a hop's output made by something other than its job: ``rows`` added (>0) or removed (<0)."""
+    """A change to a hop's output made by something other than its job: ``rows`` added (>0) or removed (<0).
+
+    Its rows are in the hop's figure named by ``figure`` (``out``, or ``dead_letters`` for a dead-letter topic):
+    every reader counts what the stores hold, whoever wrote it, so an unaccepted change shows as a difference.
+    """
 
     output: str  # dataset as namespace/name
     what: str  # the snapshot, object or producer that did it, as a person can look it up
     rows: int
-    #: a stable reference to the change (``snapshot:<id>``, ``object:<key>``, ...), what ``reconcile --accept``
-    #: takes; the description when not given
+    #: a stable reference to the change, what ``reconcile --accept`` takes: it names the writer and where its
+    #: change starts (``snapshot:<id>``, ``object:<key>``, ``records:<topic>:<partition>@<first offset>``), so it
+    #: does not change as more of the writer's records arrive; the description when not given
     ref: str = ""
+    #: how far the change reaches now (a Kafka writer's ``<partition>@<last offset>,...``); empty when the ref is
+    #: its own position (a snapshot, an object). An acceptance covers the change up to this position only.
+    position: str = ""
+    figure: Literal["out", "dead_letters"] = "out"
 
     @property
     def reference(self) -> str:
         return self.ref or self.what
 
     def as_dict(self) -> dict[str, Any]:
-        return {"output": self.output, "what": self.what, "rows": self.rows, "ref": self.reference}
+        return {
+            "output": self.output,
+            "what": self.what,
+            "rows": self.rows,
+            "ref": self.reference,
+            "position": self.position or None,
+            "figure": self.figure,
+        }
 
 
 def unexplained(in_: int | None, out: int | None, dead_letters: int | None, pending: int | None) -> int | None:
@@ -55,9 +72,12 @@ def status_of(difference: int | None, pending: int | None) -> Status:
 class HopBalance:
     """The reconciliation of one hop over ``range`` (the offsets, snapshot or windows the figures cover).
 
-    ``out`` counts what the outputs hold of this hop's data (other writers' changes included: a deleted row is
-    missing whoever deleted it); ``other_writers`` names those changes. ``unknown`` says why a figure could not be
-    read (endpoint and what to do): then nothing is concluded, never a false balance.
+    The contract every reader follows: ``out`` (and ``dead_letters``) count what the outputs hold, other writers'
+    changes included (a deleted row is missing whoever deleted it, a foreign record is a duplicate whoever
+    produced it); ``other_writers`` names those changes, so an unaccepted change always shows as a difference the
+    named writers explain. Accepting one (``with_accepted``) takes its rows out of the figure they are in, once.
+    ``unknown`` says why a figure could not be read (endpoint and what to do): then nothing is concluded, never a
+    false balance.
     """
 
     job: str
@@ -132,16 +152,24 @@ class HopBalance:
             + (f"; accepted changes: {accepted}" if accepted else "")
         )
 
-    def with_accepted(self, refs: set[str]) -> HopBalance:
-        """This balance with the other writers whose reference is in ``refs`` accepted: their rows leave ``out``."""
-        taken = tuple(w for w in self.other_writers if w.reference in refs)
-        if not taken or self.out is None:
+    def with_accepted(self, refs: Mapping[str, str | None] | set[str]) -> HopBalance:
+        """This balance with the other writers accepted: ``refs`` maps a reference to the position its acceptance
+        covers (None: any). A writer whose change reaches past that position is not taken (its later part was
+        never reviewed); a taken writer's rows leave the figure they are in."""
+        covered = refs if isinstance(refs, Mapping) else dict.fromkeys(refs)
+
+        def taken(w: OtherWriter) -> bool:
+            return w.reference in covered and covered[w.reference] in (None, w.position)
+
+        chosen = tuple(w for w in self.other_writers if taken(w))
+        if not chosen or self.out is None or self.dead_letters is None:
             return self
         return replace(
             self,
-            out=self.out - sum(w.rows for w in taken),
-            other_writers=tuple(w for w in self.other_writers if w.reference not in refs),
-            accepted=self.accepted + taken,
+            out=self.out - sum(w.rows for w in chosen if w.figure == "out"),
+            dead_letters=self.dead_letters - sum(w.rows for w in chosen if w.figure == "dead_letters"),
+            other_writers=tuple(w for w in self.other_writers if not taken(w)),
+            accepted=self.accepted + chosen,
         )
 
     def as_dict(self) -> dict[str, Any]:

@@ -15,13 +15,16 @@ other writers named (an idle stream: no wait). Every figure comes from what the 
   is named as an ``OtherWriter``. A ``replace`` snapshot (a compaction: the same rows in other files) is not named.
 - ``dead_letters``: the DLQ records whose source offset lies below C, tallied by scanning only the DLQ records not
   seen before (the DLQ is small; its records carry ``src_partition``/``src_offset``), so a DLQ transaction that
-  commits before the offsets do cannot count a record twice (once dead, once pending).
+  commits before the offsets do cannot count a record twice (once dead, once pending). DLQ records that are no dead
+  letter of the input (another producer's) are counted too, like every hop's other writers (``HopBalance``), and
+  named per batch (``foreign_records``, figure ``dead_letters``).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -30,7 +33,9 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from flink_jobs import deployment
+from lineage_assets.conservation import acceptances
 from lineage_assets.conservation.balance import HopBalance, OtherWriter, StoreUnavailable
+from lineage_assets.conservation.foreign_records import Batch, ForeignRecords, Run
 from lineage_assets.conservation.hops import Hop
 from lineage_assets.conservation.stores import Stores
 from lineage_assets.flink.iceberg_ingestion_asset import CONSUMER_GROUP
@@ -220,23 +225,20 @@ def history_reset(
 class DeadLetterTally:
     """``below``: source partition -> dead letters whose source offset lies below the group's committed offset
     (they stay below: C only grows); ``ahead``: source offsets of dead letters not yet below it; ``foreign``: DLQ
-    records that are no dead letter of this hop's input (another topic, not the job's JSON), with examples."""
+    records that are no dead letter of this hop's input (another topic, not the job's JSON), in batches."""
 
     below: dict[int, int] = field(default_factory=dict)
     ahead: dict[int, list[int]] = field(default_factory=dict)
     committed: dict[int, int] = field(default_factory=dict)
-    foreign: int = 0
-    foreign_examples: list[str] = field(default_factory=list)
+    foreign: ForeignRecords = field(default_factory=lambda: ForeignRecords(""))
     #: DLQ partition -> offset tallied up to (the scan resumes there)
     tallied: dict[int, int] = field(default_factory=dict)
 
     def add(self, src_partition: int, src_offset: int) -> None:
         self.ahead.setdefault(src_partition, []).append(src_offset)
 
-    def add_foreign(self, where: str) -> None:
-        self.foreign += 1
-        if len(self.foreign_examples) < 5:
-            self.foreign_examples.append(where)
+    def add_foreign(self, partition: int, offset: int, accepted: frozenset[str] = frozenset()) -> None:
+        self.foreign.add(partition, offset, 1, accepted)
 
     def settle(self, committed: Mapping[int, int]) -> None:
         """Move the dead letters whose source offset is now below C into ``below``."""
@@ -268,28 +270,36 @@ class DeadLetterTally:
                 "below": self.below,
                 "ahead": self.ahead,
                 "committed": self.committed,
-                "foreign": self.foreign,
-                "foreign_examples": self.foreign_examples,
+                "foreign_batches": self.foreign.as_json(),
                 "tallied": self.tallied,
             },
             sort_keys=True,
         )
 
     @classmethod
-    def from_json(cls, text: str) -> DeadLetterTally:
+    def from_json(cls, text: str, dlq: str) -> DeadLetterTally:
         raw = json.loads(text)
 
         def ints(d: dict) -> dict:
             return {int(k): v for k, v in d.items()}
 
-        return cls(
-            ints(raw["below"]),
-            ints(raw["ahead"]),
-            ints(raw["committed"]),
-            raw["foreign"],
-            raw["foreign_examples"],
-            ints(raw["tallied"]),
+        foreign = (
+            ForeignRecords.from_json(dlq, raw["foreign_batches"])
+            if "foreign_batches" in raw
+            else _legacy_foreign(dlq, raw.get("foreign", 0), raw.get("foreign_examples", []))
         )
+        return cls(ints(raw["below"]), ints(raw["ahead"]), ints(raw["committed"]), foreign, ints(raw["tallied"]))
+
+
+def _legacy_foreign(dlq: str, count: int, examples: list[str]) -> ForeignRecords:
+    """A tally kept before batches were (a count and up to 5 ``<dlq>[<p>]@<offset>`` examples): one batch at the
+    first example, its count exact."""
+    if not count:
+        return ForeignRecords(dlq)
+    at = [(int(m[1]), int(m[2])) for e in examples if (m := re.search(r"\[(\d+)\]@(\d+)$", e))] or [(0, 0)]
+    p, first = at[0]
+    last = max(o for q, o in at if q == p)
+    return ForeignRecords(dlq, [Batch(dlq, (p, first), {p: Run(count, count, first, last)})])
 
 
 def dead_letter_source(value: bytes | None, input_topic: str) -> tuple[int, int] | None:
@@ -333,14 +343,11 @@ def assemble(hop: Hop, fig: Figures) -> HopBalance:
     writers = [w for f in fig.chain if (w := other_writer(output, f)) is not None]
     writers.reverse()  # oldest first: the order they happened
     writers += [OtherWriter(output, r.describe(), r.rows, f"reset:{r.old_head}->{r.new_head}") for r in fig.resets]
-    if fig.tally.foreign and hop.dead_letters is not None:
-        writers.append(
-            OtherWriter(
-                hop.dead_letters.qualified_name,
-                f"{fig.tally.foreign} records that are no dead letter of {hop.input.name} "
-                f"(e.g. at {', '.join(fig.tally.foreign_examples)})",
-                fig.tally.foreign,
-            )
+    if hop.dead_letters is not None:
+        writers += fig.tally.foreign.writers(
+            hop.dead_letters.qualified_name,
+            lambda b: f"{b.records} records that are no dead letter of {hop.input.name}, {b.topic} offsets {b.spans()}",
+            figure="dead_letters",
         )
     flink_rows = sum(f.net for f in fig.chain if f.by_flink)
     others = sum(f.net for f in fig.chain if not f.by_flink)
@@ -371,7 +378,7 @@ def assemble(hop: Hop, fig: Figures) -> HopBalance:
         outputs=hop.output_names,
         in_=fig.below_end,
         out=fig.held,
-        dead_letters=fig.tally.dead_letters,
+        dead_letters=fig.tally.dead_letters + fig.tally.foreign.rows,
         pending=fig.below_end - fig.below_committed,
         range=fig.range,
         other_writers=tuple(writers),
@@ -509,21 +516,22 @@ def _tally_dead_letters(stores: Stores, hop: Hop, committed: dict[int, int]) -> 
         return DeadLetterTally(), notes
     dlq, topic = hop.dead_letters.name, hop.input.name
     stored = stores.counts.facts(DLQ_FACTS).get(dlq)
-    tally = DeadLetterTally.from_json(stored) if stored else DeadLetterTally()
+    tally = DeadLetterTally.from_json(stored, dlq) if stored else DeadLetterTally(foreign=ForeignRecords(dlq))
+    accepted = frozenset(acceptances.covered(stores.counts, hop.job.name))
     back = tally.moved_back(committed)
     if back:
         notes.append(
             f"group offsets moved back ({back}): dead letters re-tallied from the DLQ's log start (those retention "
             "deleted are no longer counted)"
         )
-        tally = DeadLetterTally()
+        tally = DeadLetterTally(foreign=ForeignRecords(dlq))
     for partition in stores.kafka.offsets(dlq):
         stores.counts.set_scan_position(DLQ_SCAN, dlq, partition, tally.tallied.get(partition, 0))
 
     def handle(msg: Message) -> None:
         source = dead_letter_source(msg.value(), topic)
         if source is None:
-            tally.add_foreign(f"{dlq}[{msg.partition()}]@{msg.offset()}")
+            tally.add_foreign(msg.partition(), msg.offset(), accepted)
         else:
             tally.add(*source)
 
@@ -582,11 +590,11 @@ ONE_LOOK = (
 
 def settled(found: HopBalance, output: str) -> bool:
     """Whether one look's balance needs no second look: nothing pending (the job had nothing in flight to commit)
-    and no difference but what the other writers named explain (a look that fell between the job's three commits
-    shows as a difference no writer explains)."""
+    and no difference but what the other writers named explain, in the table or the DLQ (a look that fell between
+    the job's three commits shows as a difference no writer explains)."""
     if not found.known or found.pending != 0 or found.difference is None:
         return False
-    by_others = sum(w.rows for w in found.other_writers if w.output == output)
+    by_others = sum(w.rows for w in found.other_writers)
     return found.difference == -by_others
 
 

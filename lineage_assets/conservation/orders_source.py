@@ -19,8 +19,9 @@ Figures and where they come from:
   while Debezium has not passed the WAL position at which they were first seen committed (``pg_current_wal_insert_lsn``
   read in S); once it has (slot ``confirmed_flush_lsn`` or a delivered ``__lsn`` beyond it), they are missing.
 - ``dead_letters``: 0, the connector has no dead-letter topic (a record it cannot convert stops the task).
-- Other writers: records in ``orders`` without Debezium's headers (a foreign producer), counted and named with
-  their offsets; they are not part of this hop's ``out``.
+- Other writers: records in ``orders`` without Debezium's headers (a foreign producer), counted in ``out`` like every
+  hop's other writers (``HopBalance``'s contract: unaccepted, they show as duplicates) and named per batch
+  (``foreign_records``): ``records:orders:<partition>@<first offset>``, up to ``<partition>@<last offset>,...``.
 - Duplicates: ``in - out`` below zero. Redeliveries are also recognised as they are scanned: within a partition
   Debezium's records arrive in commit order, ordered by ``__sequence`` = [last commit LSN, change LSN]; a record
   at or below the highest order already seen (same order key: same order_id) is a re-sent change.
@@ -32,13 +33,15 @@ import datetime as dt
 import json
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import psycopg
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
+from lineage_assets.conservation import acceptances
 from lineage_assets.conservation.balance import HopBalance, OtherWriter, StoreUnavailable
+from lineage_assets.conservation.foreign_records import Batch, ForeignRecords, Run
 from lineage_assets.conservation.hops import Hop
 from lineage_assets.conservation.stores import Stores
 
@@ -261,8 +264,7 @@ class Tally:
     positions: dict[str, int] = field(default_factory=dict)  # partition -> next offset to scan
     debezium: int = 0
     ops: dict[str, int] = field(default_factory=dict)
-    foreign: int = 0
-    foreign_at: dict[str, list[list[int]]] = field(default_factory=dict)
+    foreign: ForeignRecords = field(default_factory=lambda: ForeignRecords(TOPIC))
     redelivered: int = 0
     redelivered_at: dict[str, list[list[int]]] = field(default_factory=dict)
     lsn_max: int | None = None
@@ -275,6 +277,8 @@ class Tally:
     stats_baseline: dict[str, int] = field(default_factory=dict)
     #: highest __lsn of records past the ends read before the scan (evidence from the next run on)
     lsn_late: int | None = None
+    #: refs of foreign batches accepted now (not remembered: the acceptances are): they take no more records
+    accepted: frozenset[str] = frozenset()
 
     def add(
         self, partition: int, offset: int, key: bytes | None, info: RecordInfo, reference_xid: int, evidence: bool
@@ -284,8 +288,7 @@ class Tally:
         before the scan: every record Debezium sent before them is below the ends too, so the scan saw it)."""
         p = str(partition)
         if not info.debezium:
-            self.foreign += 1
-            add_offset(self.foreign_at.setdefault(p, []), offset)
+            self.foreign.add(partition, offset, 1, self.accepted)
             return
         self.debezium += 1
         op = info.op or "?"
@@ -308,10 +311,8 @@ class Tally:
     def to_facts(self) -> dict[str, str]:
         return {
             "positions": json.dumps(self.positions),
-            "totals": json.dumps(
-                {"debezium": self.debezium, "ops": self.ops, "foreign": self.foreign, "redelivered": self.redelivered}
-            ),
-            "foreign_at": json.dumps(self.foreign_at),
+            "totals": json.dumps({"debezium": self.debezium, "ops": self.ops, "redelivered": self.redelivered}),
+            "foreign_batches": json.dumps(self.foreign.as_json()),
             "redelivered_at": json.dumps(self.redelivered_at),
             "lsn_max": json.dumps(max((v for v in (self.lsn_max, self.lsn_late) if v is not None), default=None)),
             "orders": json.dumps({p: o.as_json() for p, o in self.orders.items()}),
@@ -332,8 +333,7 @@ class Tally:
             positions=get("positions", {}),
             debezium=totals.get("debezium", 0),
             ops=totals.get("ops", {}),
-            foreign=totals.get("foreign", 0),
-            foreign_at=get("foreign_at", {}),
+            foreign=foreign_of(facts, totals.get("foreign", 0), get("foreign_at", {})),
             redelivered=totals.get("redelivered", 0),
             redelivered_at=get("redelivered_at", {}),
             lsn_max=get("lsn_max", None),
@@ -344,6 +344,46 @@ class Tally:
             uncounted_before=get("uncounted_before", {}),
             stats_baseline=get("stats_baseline", {}),
         )
+
+
+def foreign_of(facts: dict[str, str], legacy: int, legacy_at: dict[str, list[list[int]]]) -> ForeignRecords:
+    """The remembered batches; a tally kept before batches were (a total and capped offset ranges) becomes one
+    batch, its total exact (records whose ranges were dropped are put in the first partition named)."""
+    if "foreign_batches" in facts:
+        return ForeignRecords.from_json(TOPIC, json.loads(facts["foreign_batches"]))
+    if not legacy:
+        return ForeignRecords(TOPIC)
+    runs = {int(p): Run(sum(b - a + 1 for a, b in r), 0, r[0][0], r[-1][1]) for p, r in legacy_at.items() if r}
+    first = min(runs, default=0)
+    runs.setdefault(first, Run(0, 0, 0, 0)).records += legacy - sum(r.records for r in runs.values())
+    for run in runs.values():
+        run.rows = run.records
+    return ForeignRecords(TOPIC, [Batch(TOPIC, (first, runs[first].first), runs)])
+
+
+def foreign_writers(output: str, foreign: ForeignRecords) -> tuple[OtherWriter, ...]:
+    """One writer per batch of records without Debezium's headers."""
+    return foreign.writers(
+        output,
+        lambda b: (
+            f"{b.records} records produced by another writer (without Debezium's headers), {TOPIC} offsets {b.spans()}"
+        ),
+    )
+
+
+def counted(hop: Hop, rows: int, settled: Settled, tally: Tally) -> HopBalance:
+    """The hop's figures: ``out`` is Debezium's records at the cut plus every other writer's (the contract)."""
+    return HopBalance(
+        job=hop.job.name,
+        input=hop.input.qualified_name,
+        outputs=hop.output_names,
+        in_=rows,
+        out=settled.out + tally.foreign.rows,
+        dead_letters=0,
+        pending=settled.pending,
+        other_writers=foreign_writers(hop.output.qualified_name, tally.foreign),
+        pending_since=settled.pending_since,
+    )
 
 
 def changed_rows(stats: dict[str, int], baseline: dict[str, int]) -> dict[str, int]:
@@ -509,6 +549,7 @@ def deep_audit(stores: Stores, deep_range: dict[str, Any]) -> list[str]:
 def balance(hop: Hop, stores: Stores) -> HopBalance:
     """The hop's balance at one snapshot of the source table (see the module docstring for each figure)."""
     tally = Tally.from_facts(stores.counts.facts(FACTS))
+    tally.accepted = frozenset(acceptances.covered(stores.counts, hop.job.name))
     source = read_source(stores, tally.frontier)
     if tally.frontier is None:
         tally.frontier = source.snapshot.xmin
@@ -526,22 +567,12 @@ def balance(hop: Hop, stores: Stores) -> HopBalance:
     tally.frontier, tally.delivered, tally.first_seen = settled.frontier, settled.delivered, settled.first_seen
     stores.counts.put_facts(FACTS, tally.to_facts())
 
-    other = ()
-    if tally.foreign:
-        other = (
-            OtherWriter(
-                hop.output.qualified_name,
-                f"{tally.foreign} records produced by another writer (without Debezium's headers), offsets "
-                f"{describe_ranges(tally.foreign_at)}",
-                tally.foreign,
-            ),
-        )
     notes = [
         f"cut: one REPEATABLE READ snapshot of {TABLE} ({source.snapshot}, WAL insert position "
         f"{lsn_text(source.wal)}); then {TOPIC} scanned to its end; records of transactions the snapshot cannot "
         f"see are past the cut ({settled.beyond} now)",
         f"in: count(*) of {TABLE} (insert-only table); out: Debezium's records (context header or __op), ops "
-        f"{json.dumps(tally.ops, sort_keys=True)}",
+        f"{json.dumps(tally.ops, sort_keys=True)}, and {tally.foreign.records} records of other writers",
         f"Debezium read the WAL up to {lsn_text(reached)} (slot {SLOT} confirmed_flush_lsn "
         f"{lsn_text(source.slot_confirmed)}, active {source.slot_active}; highest __lsn {lsn_text(tally.lsn_max)})",
         f"redeliveries recognised by __sequence order: {tally.redelivered}"
@@ -558,22 +589,14 @@ def balance(hop: Hop, stores: Stores) -> HopBalance:
         notes.append(f"more than {MAX_IDS_AT_KEY} rows share one change order: their redelivery is left to --deep")
     if stores.deep:
         notes.extend(deep_audit(stores, stores.deep_range))
-    result = HopBalance(
-        job=hop.job.name,
-        input=hop.input.qualified_name,
-        outputs=hop.output_names,
-        in_=source.rows,
-        out=settled.out,
-        dead_letters=0,
-        pending=settled.pending,
+    result = replace(
+        counted(hop, source.rows, settled, tally),
         range={
             "source": f"{TABLE} at snapshot {source.snapshot} (WAL {lsn_text(source.wal)})",
             "topic": {str(p): [lo, tally.positions.get(str(p), lo)] for p, (lo, _hi) in ranges.items()},
             "debezium_reached_lsn": lsn_text(reached),
             "redelivered": tally.redelivered,
         },
-        other_writers=other,
-        pending_since=settled.pending_since,
         notes=tuple(notes),
     )
     if any(changes.values()):

@@ -5,13 +5,13 @@ commits its outputs and its input offsets in two steps, so one look can fall bet
 from __future__ import annotations
 
 import importlib
-import json
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import replace
 
-from lineage_assets.conservation import key_audit
+from lineage_assets.conservation import acceptances, key_audit
+from lineage_assets.conservation.acceptances import Acceptance
 from lineage_assets.conservation.balance import HopBalance, StoreUnavailable
 from lineage_assets.conservation.hops import Hop, hops
 from lineage_assets.conservation.store import Busy
@@ -39,23 +39,26 @@ def reader(job: str) -> Reader:
     return importlib.import_module(READERS[job]).balance
 
 
-ACCEPTED = "accepted"
+def accept(stores: Stores, job: str, refs: list[str], by: str) -> list[Acceptance]:
+    """Record other writers' changes to ``job``'s output as intended (``refs``: their references), each up to the
+    position a reading made now under the hop's lock names (nothing can be counted in between); a ref that reading
+    does not name raises ``AcceptanceError``."""
+    hop = hops(stores.pipeline)[job]
+    with stores.counts.locked(job):
+        now = reader(job)(hop, stores).with_accepted(acceptances.covered(stores.counts, job))
+        named = {w.reference: w for w in now.other_writers}
+        return acceptances.record(stores.counts, job, acceptances.chosen(named, refs, job), by, time.time())
 
 
-def accept(stores: Stores, job: str, refs: list[str], by: str) -> None:
-    """Record other writers' changes to ``job``'s output as intended (``refs``: their references). A reader that
-    keeps its other writers itself (records that cannot be deleted from a Kafka topic) takes them over."""
-    own = getattr(importlib.import_module(READERS[job]), "accept", None)
-    if own is not None:
-        with stores.counts.locked(job):
-            own(stores, refs)
-        return
-    stamp = json.dumps({"by": by, "at": time.time()})
-    stores.counts.put_facts(ACCEPTED, {f"{job}|{ref}": stamp for ref in refs})
+def revoke(stores: Stores, job: str, refs: list[str]) -> list[Acceptance]:
+    """Undo acceptances of ``job``'s other writers: their changes count and are named again."""
+    with stores.counts.locked(job):
+        return acceptances.revoke(stores.counts, job, refs)
 
 
-def accepted_refs(stores: Stores, job: str) -> set[str]:
-    return {key.split("|", 1)[1] for key in stores.counts.facts(ACCEPTED) if key.startswith(f"{job}|")}
+def accepted_of(stores: Stores, job: str) -> list[Acceptance]:
+    """``job``'s acceptances, oldest first."""
+    return sorted(acceptances.load(stores.counts, job).values(), key=lambda a: a.at)
 
 
 #: how an unknown balance begins when another process was reconciling the same hop (``lock_timeout`` passed)
@@ -69,7 +72,7 @@ def balance_of(hop: Hop, stores: Stores, lock_timeout: float | None = None) -> H
     try:
         with stores.counts.locked(hop.job.name, lock_timeout):
             found = reader(hop.job.name)(hop, stores)
-        found = found.with_accepted(accepted_refs(stores, hop.job.name))
+        found = found.with_accepted(acceptances.covered(stores.counts, hop.job.name))
         if stores.deep:
             found = replace(found, notes=(*found.notes, *deep_notes(hop, stores)))
     except Busy:

@@ -87,10 +87,13 @@ def _look(hop: Hop, balance: HopBalance, at: str) -> dict[str, Any]:
         others[writer.output] = others.get(writer.output, 0) + writer.rows
     accepted = sum(w.rows for w in balance.accepted if w.output in data)
     own_out = balance.out + accepted - sum(rows for name, rows in others.items() if name in data)  # type: ignore[operator]
+    # foreign records of a dead-letter topic are counted in dead_letters (HopBalance's contract): not the job's
+    in_dlq = [w for w in (*balance.other_writers, *balance.accepted) if w.figure == "dead_letters"]
+    dlq_accepted = sum(w.rows for w in balance.accepted if w.figure == "dead_letters")
     return {
         "in": balance.in_,
         "out": own_out,
-        "dead_letters": balance.dead_letters,
+        "dead_letters": balance.dead_letters + dlq_accepted - sum(w.rows for w in in_dlq),  # type: ignore[operator]
         "others": others,
         "range": json.loads(json.dumps(balance.range, default=str)),
         "at": at,

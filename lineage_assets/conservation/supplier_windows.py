@@ -11,7 +11,9 @@ sinks' Kafka transactions). So:
   longer fire is folded into a closed total: once the job has written a window ending at E, its clock had passed
   E, so a window ending at or before E - allowed lateness was already purged by Flink and fires no more.
   Records another producer wrote (no ``lineage-lab-writer: supplier-stats`` header) add the count they claim and
-  are named as an ``OtherWriter``; acknowledged ones (``acknowledge_other_writers``) are left out.
+  are named as an ``OtherWriter`` per batch (``foreign_records``: ``records:supplier-stats:<partition>@<first
+  offset>``, which ``reconcile --accept`` takes); acknowledged ones (``acknowledge_other_writers``, a repair that
+  forgets them) are left out.
 - ``dead_letters``: committed records of ``orders-dlq-supplier-stats``.
 - ``pending``: orders below C whose window had not fired at the cut. Decided from the tail of ``orders`` only
   (records stamped after the oldest window that can still be open, found with ``offsets_for_times``): an order
@@ -51,7 +53,9 @@ import fastavro
 import requests
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
+from lineage_assets.conservation import acceptances
 from lineage_assets.conservation.balance import HopBalance, OtherWriter, StoreUnavailable
+from lineage_assets.conservation.foreign_records import Batch, ForeignRecords, Run
 from lineage_assets.conservation.hops import Hop
 from lineage_assets.conservation.stores import Stores
 
@@ -168,7 +172,7 @@ class WindowBook:
     #: firings of a window after it was closed (only a job restarted without its state does that): counts added
     reopened: int = 0
     unreadable: Span = field(default_factory=Span)
-    foreign: dict[int, Span] = field(default_factory=dict)
+    foreign: ForeignRecords = field(default_factory=lambda: ForeignRecords(WRITER))
     acknowledged: dict[int, Span] = field(default_factory=dict)
 
     # the figures
@@ -178,7 +182,7 @@ class WindowBook:
 
     @property
     def foreign_rows(self) -> int:
-        return sum(s.rows for s in self.foreign.values())
+        return self.foreign.rows
 
     @property
     def out(self) -> int:
@@ -194,8 +198,9 @@ class WindowBook:
         return key in self.windows
 
     # bookkeeping
-    def add(self, records: list[OutputRecord]) -> None:
-        """Take newly read records (any partitions); within a partition in offset order (last firing wins)."""
+    def add(self, records: list[OutputRecord], accepted: frozenset[str] = frozenset()) -> None:
+        """Take newly read records (any partitions); within a partition in offset order (last firing wins).
+        ``accepted``: refs of foreign batches accepted now (closed: later foreign records open a new one)."""
         headered = [r.timestamp_ms for r in records if r.headered]
         if self.header_since_ms is None and headered:
             self.header_since_ms = min(headered)
@@ -203,7 +208,7 @@ class WindowBook:
             self.positions[r.partition] = max(self.positions.get(r.partition, 0), r.offset + 1)
             legacy = not r.headered and (self.header_since_ms is None or r.timestamp_ms < self.header_since_ms)
             if not r.headered and not legacy:
-                self.foreign.setdefault(r.partition, Span()).add(r.offset, max(r.count, 0))
+                self.foreign.add(r.partition, r.offset, max(r.count, 0), accepted)
                 continue
             if legacy:
                 self.legacy_records += 1
@@ -233,28 +238,35 @@ class WindowBook:
     def acknowledge(self, through: dict[int, int] | None = None) -> dict[int, Span]:
         """Move foreign records (of every partition, or those with their last offset at or below ``through[p]``)
         to the acknowledged ones; a partition with foreign records past ``through`` raises (not all reviewed)."""
-        chosen = [p for p in self.foreign if through is None or p in through]
+        held: dict[int, Span] = {}
+        for batch in self.foreign.batches:
+            for p, run in batch.runs.items():
+                held.setdefault(p, Span()).merge(Span(run.records, run.rows, run.first, run.last))
+        chosen = [p for p in held if through is None or p in through]
         for p in chosen:  # all or nothing
-            if through is not None and self.foreign[p].last > through[p]:
+            if through is not None and held[p].last > through[p]:
                 raise ValueError(
-                    f"partition {p} holds foreign records up to offset {self.foreign[p].last}, past the {through[p]} "
+                    f"partition {p} holds foreign records up to offset {held[p].last}, past the {through[p]} "
                     "acknowledged: review them first"
                 )
-        moved = {p: self.foreign.pop(p) for p in chosen}
+        for batch in self.foreign.batches:
+            for p in chosen:
+                batch.runs.pop(p, None)
+        self.foreign.batches = [b for b in self.foreign.batches if b.runs]
+        moved = {p: held[p] for p in chosen}
         for p, span in moved.items():
             self.acknowledged.setdefault(p, Span()).merge(span)
         return moved
 
     def other_writers(self, output: str, topic: str) -> tuple[OtherWriter, ...]:
-        records = sum(s.records for s in self.foreign.values())
-        if not records:
-            return ()
-        what = (
-            f"{records} records without the job's writer header ({WRITER_HEADER}: {WRITER}), {topic} offsets "
-            f"{_spans_text(self.foreign)}"
+        """One writer per batch of foreign records (see ``foreign_records``)."""
+        return self.foreign.writers(
+            output,
+            lambda b: (
+                f"{b.records} records without the job's writer header ({WRITER_HEADER}: {WRITER}), {topic} "
+                f"offsets {b.spans()}"
+            ),
         )
-        ref = "records:" + ",".join(f"{p}@{span.last}" for p, span in sorted(self.foreign.items()))
-        return (OtherWriter(output, what, self.foreign_rows, ref),)
 
     # persistence
     def to_json(self) -> str:
@@ -271,7 +283,7 @@ class WindowBook:
                 "legacy_records": self.legacy_records,
                 "reopened": self.reopened,
                 "unreadable": [self.unreadable.records, 0, self.unreadable.first, self.unreadable.last],
-                "foreign": spans(self.foreign),
+                "foreign_batches": self.foreign.as_json(),
                 "acknowledged": spans(self.acknowledged),
             },
             sort_keys=True,
@@ -298,9 +310,20 @@ class WindowBook:
             legacy_records=d.get("legacy_records", 0),
             reopened=d.get("reopened", 0),
             unreadable=Span(*d["unreadable"]) if d.get("unreadable") else Span(),
-            foreign=spans(d.get("foreign", {})),
+            foreign=_foreign_of(d, spans(d.get("foreign", {}))),
             acknowledged=spans(d.get("acknowledged", {})),
         )
+
+
+def _foreign_of(book: dict[str, Any], legacy: dict[int, Span]) -> ForeignRecords:
+    """The remembered batches; a book kept before batches were (one span per partition) becomes one batch."""
+    if "foreign_batches" in book:
+        return ForeignRecords.from_json(WRITER, book["foreign_batches"])
+    runs = {p: Run(s.records, s.rows, s.first, s.last) for p, s in legacy.items() if s.records}
+    if not runs:
+        return ForeignRecords(WRITER)
+    first = min(runs)
+    return ForeignRecords(WRITER, [Batch(WRITER, (first, runs[first].first), runs)])
 
 
 # --- pending: the tail of orders against the book --------------------------------------------------------------
@@ -896,7 +919,7 @@ def read_book(hop: Hop, stores: Stores, cut: Cut, avro: AvroValues) -> WindowBoo
             seen.append(output_record(msg, avro))
 
     stores.kafka.scan(SCAN, topic, handle)
-    book.add(seen)
+    book.add(seen, frozenset(acceptances.covered(stores.counts, hop.job.name)))
     for p, (log_start, end) in cut.output_end.items():
         book.positions[p] = max(book.positions.get(p, log_start), end)
         stores.counts.set_scan_position(SCAN, topic, p, book.positions[p])
@@ -914,16 +937,6 @@ def acknowledge_other_writers(stores: Stores, through: dict[int, int] | None = N
     moved = book.acknowledge(through)
     stores.counts.put_facts(FACTS, {"book": book.to_json()})
     return [OtherWriter(WRITER, f"acknowledged offsets {_spans_text({p: s})}", s.rows) for p, s in moved.items()]
-
-
-def accept(stores: Stores, refs: list[str]) -> None:
-    """``reconcile --accept records:<partition>@<last offset>,...``: the foreign records named so far, acknowledged."""
-    through: dict[int, int] = {}
-    for ref in refs:
-        for part in ref.removeprefix("records:").split(","):
-            partition, _, last = part.partition("@")
-            through[int(partition)] = max(int(last), through.get(int(partition), -1))
-    acknowledge_other_writers(stores, through)
 
 
 class _Steps:

@@ -84,9 +84,10 @@ def settled_balance(stores: Stores):
 
 
 def test_balances_and_names_another_writer(stores):
+    """Another writer's records count in ``out`` (HopBalance's contract): unaccepted, they are duplicates."""
     found, (rows, debezium, foreign) = settled_balance(stores)
-    assert (found.in_, found.out, found.dead_letters, found.pending) == (rows, debezium, 0, 0)
-    assert found.status == "balanced", found.summary()
+    assert (found.in_, found.out, found.dead_letters, found.pending) == (rows, debezium + foreign, 0, 0)
+    assert (found.status, found.duplicates) == ("duplicates" if foreign else "balanced", foreign), found.summary()
     assert sum(w.rows for w in found.other_writers) == foreign
 
     producer = Producer(stores.resources.kafka.connection().client_config())
@@ -96,10 +97,10 @@ def test_balances_and_names_another_writer(stores):
 
     found, (rows, debezium, foreign_now) = settled_balance(stores)
     assert foreign_now == foreign + 2
-    assert (found.in_, found.out, found.pending) == (rows, debezium, 0)
-    assert found.status == "balanced", found.summary()
+    assert (found.in_, found.out, found.pending) == (rows, debezium + foreign + 2, 0)
+    assert (found.status, found.duplicates) == ("duplicates", foreign + 2), found.summary()
     (writer,) = found.other_writers
     assert writer.rows == foreign + 2
     assert writer.output == "kafka://127.0.0.1:9092/orders"
     assert writer.what.startswith(f"{foreign + 2} records produced by another writer")
-    assert "orders[" in writer.what
+    assert "orders offsets " in writer.what and writer.ref.startswith("records:orders:")

@@ -65,6 +65,8 @@ def test_json_shape_of_reconcile():
                 "what": "snapshot 42 (delete, pyiceberg)",
                 "rows": -10,
                 "ref": "snapshot 42 (delete, pyiceberg)",
+                "position": None,
+                "figure": "out",
             }
         ],
         "accepted": [],

@@ -7,6 +7,7 @@ import json
 
 from infra.settings import StackSettings
 from lineage_assets.conservation.balance import HopBalance, OtherWriter
+from lineage_assets.conservation.foreign_records import ForeignRecords
 from lineage_assets.conservation.hops import hops
 from lineage_assets.conservation.iceberg_ingestion_hop import (
     DeadLetterTally,
@@ -136,19 +137,19 @@ def test_history_reset_counts_the_abandoned_snapshots():
 
 
 def test_dead_letter_tally_counts_only_below_the_committed_offsets():
-    tally = DeadLetterTally()
+    tally = DeadLetterTally(foreign=ForeignRecords("orders-dlq-flink"))
     for partition, offset in [(0, 3), (0, 50), (1, 7), (0, 3)]:  # offset 3 dead-lettered twice: a duplicate
         tally.add(partition, offset)
-    tally.add_foreign("orders-dlq-flink[0]@9")
+    tally.add_foreign(0, 9)
     tally.settle({0: 10, 1: 5})
     assert tally.dead_letters == 2 and tally.below == {0: 2} and tally.ahead == {0: [50], 1: [7]}
-    assert tally.ahead_count == 2 and tally.foreign == 1
+    assert tally.ahead_count == 2 and tally.foreign.records == 1
     tally.settle({0: 51, 1: 8})
     assert tally.dead_letters == 4 and tally.ahead == {}
     assert tally.moved_back({0: 51, 1: 8}) == {}
     assert tally.moved_back({0: 20, 1: 8}) == {0: (51, 20)}
     tally.tallied = {0: 12}
-    again = DeadLetterTally.from_json(tally.to_json())
+    again = DeadLetterTally.from_json(tally.to_json(), "orders-dlq-flink")
     assert again == tally
 
 
@@ -237,16 +238,18 @@ def test_assemble_reports_a_deletion_as_missing():
 def test_assemble_names_resets_foreign_dead_letters_and_breaks():
     from lineage_assets.conservation.iceberg_ingestion_hop import HistoryReset
 
-    tally = DeadLetterTally(
-        below={0: 3}, foreign=2, foreign_examples=["orders-dlq-flink[0]@4", "orders-dlq-flink[0]@5"]
-    )
+    tally = DeadLetterTally(below={0: 3}, foreign=ForeignRecords("orders-dlq-flink"))
+    tally.add_foreign(0, 4)
+    tally.add_foreign(0, 5)
     b = assemble(
         _hop(),
         _figures(tally=tally, resets=[HistoryReset(9, 4, 1, -25, T0)], chain_break=1, chain=_figures().chain[:3]),
     )
     table, dlq = _hop().output.qualified_name, _hop().dead_letters.qualified_name
     assert [(w.output, w.rows) for w in b.other_writers] == [(table, -10), (table, 10), (table, -25), (dlq, 2)]
-    assert "e.g. at orders-dlq-flink[0]@4, orders-dlq-flink[0]@5" in b.other_writers[-1].what
+    assert b.other_writers[-1].what == "2 records that are no dead letter of orders, orders-dlq-flink offsets 0:4..5"
+    assert (b.other_writers[-1].ref, b.other_writers[-1].position) == ("records:orders-dlq-flink:0@4", "0@5")
+    assert b.dead_letters == 5  # 3 dead letters of orders and the 2 foreign records the DLQ holds
     assert any("history before snapshot 1 was expired" in n for n in b.notes)
 
 
@@ -299,9 +302,10 @@ def test_one_look_is_enough_when_nothing_is_in_flight_and_it_balances():
     # a difference no writer explains: perhaps a look between the snapshot and the offsets commit
     assert not settled(_one_look(100, 90, 3, 0), OUT)
     assert not settled(_one_look(100, 104, 3, 0), OUT)
-    # a difference the writers named explain (a delete of 7 rows, a foreign DLQ record apart): no second look
+    # a difference the writers named explain (a delete of 7 rows, a foreign DLQ record counted in the 4): no second
+    # look
     deleted = OtherWriter(OUT, "snapshot 9 (delete, pyiceberg)", -7, "snapshot:9")
     foreign = OtherWriter("kafka/dlq", "1 record that is no dead letter", 1)
-    assert settled(_one_look(100, 90, 3, 0, (deleted, foreign)), OUT)
-    assert not settled(_one_look(100, 90, 3, 0, (foreign,)), OUT)
+    assert settled(_one_look(100, 90, 4, 0, (deleted, foreign)), OUT)
+    assert not settled(_one_look(100, 90, 4, 0, (foreign,)), OUT)
     assert not settled(_one_look(100, None, 3, 0), OUT)  # type: ignore[arg-type]

@@ -142,14 +142,14 @@ def test_tally_counts_writers_and_redeliveries():
     tally.add(0, 13, b"k1", new, reference_xid=2000, evidence=False)  # re-sent
     tally.add(1, 3, b"k0", classify(DEBEZIUM_OLD), reference_xid=2000, evidence=True)
     tally.add(1, 4, b"k9", RecordInfo(True, "c", 7, 1800, (1, 7)), reference_xid=2000, evidence=True)
-    assert (tally.debezium, tally.foreign, tally.redelivered) == (4, 2, 1)
+    assert (tally.debezium, tally.foreign.records, tally.redelivered) == (4, 2, 1)
     assert tally.ops == {"c": 3, "?": 1}
-    assert tally.foreign_at == {"0": [[11, 12]]}
+    assert [(b.ref, b.position) for b in tally.foreign.batches] == [("records:orders:0@11", "0@12")]
     assert tally.redelivered_at == {"0": [[13, 13]]}
     assert tally.delivered == {1918: 2}  # 1800 is below the frontier: settled before
     assert (tally.lsn_max, tally.lsn_late) == (48872528, 48872528)
     again = Tally.from_facts(tally.to_facts())
-    assert (again.debezium, again.foreign, again.redelivered, again.delivered) == (4, 2, 1, {1918: 2})
+    assert (again.debezium, again.foreign, again.redelivered, again.delivered) == (4, tally.foreign, 1, {1918: 2})
     assert again.orders["0"].key == (47295928, 48872528)
 
 

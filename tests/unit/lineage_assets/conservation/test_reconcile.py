@@ -74,7 +74,7 @@ def test_a_store_that_does_not_answer_makes_that_hop_unknown_and_the_others_stil
 def test_an_accepted_change_of_another_writer_no_longer_counts_and_is_listed_apart(monkeypatch, stores):
     delete = OtherWriter("s3://warehouse/default/orders", "snapshot 7 (delete, pyiceberg)", -10, "snapshot:7")
     append = OtherWriter("s3://warehouse/default/orders", "snapshot 9 (append, pyiceberg)", 4, "snapshot:9")
-    fake_readers(monkeypatch, {"iceberg-ingestion": [(100, 94, 0, 0, delete, append)] * 3})
+    fake_readers(monkeypatch, {"iceberg-ingestion": [(100, 94, 0, 0, delete, append)] * 5})  # accept reads too
     (before,) = rec.reconcile(stores, ["iceberg-ingestion"], confirm_after_s=0)
     assert (before.status, before.missing) == ("missing", 6)
     rec.accept(stores, "iceberg-ingestion", ["snapshot:7"], by="a test")

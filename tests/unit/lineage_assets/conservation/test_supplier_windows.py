@@ -106,7 +106,8 @@ def test_records_without_the_header_before_the_first_headered_one_are_the_jobs()
             "1 records without the job's writer header (lineage-lab-writer: supplier-stats), supplier-stats "
             "offsets 2:7..7",
             2,
-            "records:2@7",
+            "records:supplier-stats:2@7",
+            "2@7",
         ),
     )
 

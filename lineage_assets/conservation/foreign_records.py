@@ -1,0 +1,103 @@
+"""Records another producer wrote into a Kafka topic, in batches that acceptances close.
+
+Kafka cannot delete records from the middle of a partition, so a foreign producer's records stay; they are named as
+one ``OtherWriter`` per batch. A batch's reference is its first record (``records:<topic>:<partition>@<offset>``):
+it never changes as more records arrive. Its position is the last offset per partition it holds. A batch whose
+reference is accepted is closed: the producer's later records open a new batch, named again under its own first
+record, so an acceptance covers exactly the records it was given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from lineage_assets.conservation.balance import OtherWriter
+
+
+@dataclass
+class Run:
+    """A batch's records in one partition: how many, the rows they claim, the first and last offset."""
+
+    records: int = 0
+    rows: int = 0
+    first: int = -1
+    last: int = -1
+
+    def add(self, offset: int, rows: int) -> None:
+        self.first = offset if self.records == 0 else min(self.first, offset)
+        self.last = max(self.last, offset)
+        self.records += 1
+        self.rows += rows
+
+
+@dataclass
+class Batch:
+    """One writer's records up to an acceptance: ``start`` is (partition, offset) of its first record."""
+
+    topic: str
+    start: tuple[int, int]
+    runs: dict[int, Run] = field(default_factory=dict)
+
+    @property
+    def ref(self) -> str:
+        return f"records:{self.topic}:{self.start[0]}@{self.start[1]}"
+
+    @property
+    def position(self) -> str:
+        return ",".join(f"{p}@{r.last}" for p, r in sorted(self.runs.items()))
+
+    @property
+    def records(self) -> int:
+        return sum(r.records for r in self.runs.values())
+
+    @property
+    def rows(self) -> int:
+        return sum(r.rows for r in self.runs.values())
+
+    def spans(self, sep: str = ":") -> str:
+        return ", ".join(f"{p}{sep}{r.first}..{r.last}" for p, r in sorted(self.runs.items()) if r.records)
+
+
+@dataclass
+class ForeignRecords:
+    """Every batch of one topic, oldest first (one more per acceptance: a handful)."""
+
+    topic: str
+    batches: list[Batch] = field(default_factory=list)
+
+    def add(self, partition: int, offset: int, rows: int, accepted: Collection[str]) -> None:
+        """Count one foreign record into the open batch, or a new one when the last batch's ref is accepted."""
+        if not self.batches or self.batches[-1].ref in accepted:
+            self.batches.append(Batch(self.topic, (partition, offset)))
+        self.batches[-1].runs.setdefault(partition, Run()).add(offset, rows)
+
+    @property
+    def records(self) -> int:
+        return sum(b.records for b in self.batches)
+
+    @property
+    def rows(self) -> int:
+        return sum(b.rows for b in self.batches)
+
+    def writers(
+        self, output: str, describe: Any, figure: Literal["out", "dead_letters"] = "out"
+    ) -> tuple[OtherWriter, ...]:
+        """One ``OtherWriter`` per batch; ``describe(batch)`` says what it is."""
+        return tuple(
+            OtherWriter(output, describe(b), b.rows, b.ref, b.position, figure) for b in self.batches if b.records
+        )
+
+    def as_json(self) -> list[Any]:
+        return [
+            [b.start[0], b.start[1], {str(p): [r.records, r.rows, r.first, r.last] for p, r in b.runs.items()}]
+            for b in self.batches
+        ]
+
+    @classmethod
+    def from_json(cls, topic: str, raw: list[Any] | None) -> ForeignRecords:
+        batches = [
+            Batch(topic, (int(p0), int(o0)), {int(p): Run(*v) for p, v in runs.items()}) for p0, o0, runs in raw or []
+        ]
+        return cls(topic, batches)
