@@ -97,3 +97,68 @@ def test_the_day_is_read_from_its_own_field_of_a_multi_field_partition():
     }
     got = days_changed({"partition-summaries-included": "true", **keys}, "bid_time_day")
     assert got == {"2026-11-22", "2026-11-23=x"}
+
+
+# --- the cursor and the freshness budget (a tick against an ephemeral Dagster instance; the catalog is never asked:
+# no new orders materialization, only days owed from earlier ticks) ---------------------------------------------
+
+import json  # noqa: E402
+import time  # noqa: E402
+
+import dagster as dg  # noqa: E402
+
+from infra.settings import StackSettings  # noqa: E402
+from lineage_assets.lineage.identity import Pipeline  # noqa: E402
+from lineage_assets.spark.new_orders_sensor import Cursor, build_supplier_stats_partition_sensor  # noqa: E402
+from lineage_assets.spark.supplier_stats_batch import build_supplier_stats_asset  # noqa: E402
+from lineage_assets.storage import IcebergResource  # noqa: E402
+
+NOWHERE = IcebergResource(uri="http://127.0.0.1:9", s3_endpoint="http://127.0.0.1:9", access_key_id="a",
+                          secret_access_key="s", region="us-east-1")  # fmt: skip
+STATS = dg.AssetKey(["iceberg", "default", "supplier_stats"])
+
+
+def test_cursors_of_every_earlier_form_are_read():
+    assert Cursor.parse(None) == Cursor()
+    assert Cursor.parse("42") == Cursor(42)
+    assert Cursor.parse('{"snapshot": 7}') == Cursor(legacy_snapshot=7)
+    again = Cursor.parse('{"storage_id": 42, "owed": {"2026-03-02": "9"}}')
+    assert again == Cursor(42, {"2026-03-02": 9})
+    assert json.loads(again.dump()) == {"storage_id": 42, "owed": {"2026-03-02": 9}}
+
+
+def tick(budget_s: int, instance: dg.DagsterInstance, cursor: str):
+    pipeline = Pipeline.from_settings(StackSettings())
+    sensor = build_supplier_stats_partition_sensor(pipeline, name="budget_test", freshness_s=budget_s)
+    unused = dg.ResourceDefinition.none_resource()  # the asset is only there to name the job's partitions
+    defs = dg.Definitions(
+        assets=[build_supplier_stats_asset(pipeline)],
+        sensors=[sensor],
+        resources={"iceberg": NOWHERE, "spark": unused, "lineage": unused},
+    )
+    with dg.build_sensor_context(
+        instance=instance, cursor=cursor, definitions=defs, resources={"iceberg": NOWHERE}
+    ) as ctx:
+        return sensor.evaluate_tick(ctx)
+
+
+def test_an_owed_day_never_written_is_asked_for_at_once_incrementally():
+    with dg.DagsterInstance.ephemeral() as instance:
+        result = tick(300, instance, Cursor(None, {"2026-03-02": 9}).dump())
+    (request,) = result.run_requests
+    assert (request.run_key, request.partition_key) == ("9:2026-03-02", "2026-03-02")
+    assert request.run_config == {"ops": {"iceberg__default__supplier_stats": {"config": {"mode": "incremental"}}}}
+    assert json.loads(result.cursor) == {"storage_id": None, "owed": {}}
+
+
+def test_a_day_written_just_now_waits_for_the_budget_and_stays_owed():
+    with dg.DagsterInstance.ephemeral() as instance:
+        instance.report_runless_asset_event(dg.AssetMaterialization(asset_key=STATS, partition="2026-03-02"))
+        before = time.time()
+        result = tick(300, instance, Cursor(None, {"2026-03-02": 9}).dump())
+        assert not result.run_requests
+        assert json.loads(result.cursor)["owed"] == {"2026-03-02": 9}
+        assert "owed, due within the freshness budget: 2026-03-02 at " in result.skip_message
+        # a budget of 0: the same day is asked for now
+        assert [r.run_key for r in tick(0, instance, result.cursor).run_requests] == ["9:2026-03-02"]
+    assert time.time() - before < 300, "the budget cannot have passed: the deferral above is the budget's"
