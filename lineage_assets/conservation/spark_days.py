@@ -32,7 +32,7 @@ from typing import Any
 from lineage_assets.conservation.balance import HopBalance, OtherWriter, StoreUnavailable
 from lineage_assets.conservation.hops import Hop
 from lineage_assets.conservation.stores import Stores
-from lineage_assets.spark.day_commit import NO_SNAPSHOT, PROPERTY_PREFIX
+from lineage_assets.spark.day_commit import NO_SNAPSHOT, PROPERTY_PREFIX, optional_id
 
 #: longest run of orders snapshots summed from their summaries before the manifests are read instead
 MAX_WALK = 2000
@@ -58,6 +58,14 @@ class DayWrite:
     rejected: int
     output_rows: int
     committed_ms: int
+    #: what this write itself read: full (the whole day) or incremental (orders appended after ``start_snapshot``,
+    #: merged into the rows of supplier_stats snapshot ``base_snapshot``); writes before the mode was recorded
+    #: were full
+    mode: str = "full"
+    start_snapshot: int | None = None
+    base_snapshot: int | None = None
+    read_rows: int = 0
+    read_rejected: int = 0
 
 
 def parse_write(snapshot_id: int, summary: Mapping[str, str], committed_ms: int) -> DayWrite | None:
@@ -66,15 +74,51 @@ def parse_write(snapshot_id: int, summary: Mapping[str, str], committed_ms: int)
     if p + "day" not in summary:
         return None
     source = summary.get(p + "input-snapshot-id", NO_SNAPSHOT)
+    input_rows = int(summary.get(p + "input-rows", "0"))
+    rejected = int(summary.get(p + "rejected-orders", "0"))
     return DayWrite(
         snapshot_id=snapshot_id,
         day=summary[p + "day"],
         input_snapshot=None if source == NO_SNAPSHOT else int(source),
-        input_rows=int(summary.get(p + "input-rows", "0")),
-        rejected=int(summary.get(p + "rejected-orders", "0")),
+        input_rows=input_rows,
+        rejected=rejected,
         output_rows=int(summary.get(p + "output-rows", "0")),
         committed_ms=committed_ms,
+        mode=summary.get(p + "mode", "full"),
+        start_snapshot=optional_id(summary.get(p + "start-snapshot-id")),
+        base_snapshot=optional_id(summary.get(p + "base-snapshot-id")),
+        read_rows=int(summary.get(p + "read-rows", str(input_rows))),
+        read_rejected=int(summary.get(p + "read-rejected", str(rejected))),
     )
+
+
+class BrokenChain(Exception):
+    """An incremental write whose base or start is not the write before it: what it added to cannot be known."""
+
+
+def read_chain(writes: list[DayWrite | None]) -> tuple[list[DayWrite], bool]:
+    """The writes the day's rows are made of, oldest first: back from the latest through its incremental writes to
+    the full write they began from. ``writes``: the day's changes oldest first, ``None`` for another writer's (an
+    incremental write on top of one is broken: the job reads the whole day after a foreign write). The flag says
+    whether the chain reaches its full write (False: the history before it expired)."""
+    chain = [writes[-1]]
+    at = len(writes) - 1
+    while chain[0] is not None and chain[0].mode == "incremental":
+        link = chain[0]
+        at -= 1
+        if at < 0:
+            return chain[::-1], False  # type: ignore[return-value]
+        before = writes[at]
+        if before is None:
+            raise BrokenChain(f"supplier_stats snapshot {link.snapshot_id} added to the day after another writer's")
+        if link.base_snapshot != before.snapshot_id or link.start_snapshot != before.input_snapshot:
+            raise BrokenChain(
+                f"supplier_stats snapshot {link.snapshot_id} says it added orders after snapshot {link.start_snapshot} "
+                f"to supplier_stats snapshot {link.base_snapshot}, but the write before it is snapshot "
+                f"{before.snapshot_id}, which read up to orders snapshot {before.input_snapshot}"
+            )
+        chain.insert(0, before)
+    return chain, True  # type: ignore[return-value]
 
 
 def partition_delta(summary: Mapping[str, str], partition: str) -> int | None:
@@ -139,6 +183,8 @@ class DayFigures:
     other_writers: tuple[OtherWriter, ...] = ()
     pending_since: float | None = None
     unknown: str = ""
+    #: what each write the day's rows are made of read, oldest first (``read_chain``), as the hop checked it
+    reads: tuple[dict[str, Any], ...] = ()
 
     @property
     def difference(self) -> int | None:
@@ -163,6 +209,8 @@ class DayFigures:
         }
         if self.removed:
             entry["removed from orders since read"] = self.removed
+        if self.reads:
+            entry["reads"] = list(self.reads)
         return entry
 
 
@@ -543,10 +591,55 @@ def _day(
             others.append(OtherWriter(output, what, orders_delta, f"snapshot:{change.snapshot.snapshot_id}:{day}"))
         previous = change.snapshot.snapshot_id
     write = latest.write
+    writes = [c.write if c.by_spark else None for c in changes[: spark[-1] + 1] if c.by_spark or c.foreign]
+    try:
+        reads = checked_reads(read_chain(writes), orders, day, counts)
+    except BrokenChain as exc:
+        return DayFigures(day, write_snapshot=write.snapshot_id, unknown=f"{exc}; {REMATERIALIZE}")
     in_read = orders_day_count(orders, write.input_snapshot, day, counts)
     in_now = orders_day_count(orders, orders_head, day, counts)
     since = first_growth(orders, orders_head, write.input_snapshot, day) if in_now > in_read else None
-    return day_figures(write, in_now, total(previous), in_read, tuple(others), since)
+    return replace(day_figures(write, in_now, total(previous), in_read, tuple(others), since), reads=reads)
+
+
+def checked_reads(found: tuple[list[DayWrite], bool], orders, day: str, counts: dict[str, int]):
+    """Each write of the chain against the hop's own reading of orders: an incremental write read exactly the day's
+    orders appended between its start and its end (appends only, or the job would have read the whole day), and
+    the refused orders of the chain add up to the latest write's. A mismatch raises ``BrokenChain``."""
+    chain, whole = found
+    retained = {s.snapshot_id for s in orders.metadata.snapshots}
+    reads = []
+    for write in chain:
+        entry = {
+            "supplier_stats snapshot": write.snapshot_id,
+            "mode": write.mode,
+            "from": write.start_snapshot,
+            "to": write.input_snapshot,
+            "orders read": write.read_rows,
+            "rejected": write.read_rejected,
+        }
+        if write.mode == "incremental":
+            if {write.start_snapshot, write.input_snapshot} <= retained:
+                own = orders_day_count(orders, write.input_snapshot, day, counts) - orders_day_count(
+                    orders, write.start_snapshot, day, counts
+                )
+                if own != write.read_rows:
+                    raise BrokenChain(
+                        f"supplier_stats snapshot {write.snapshot_id} says it read {write.read_rows} order(s) of {day} "
+                        f"appended after orders snapshot {write.start_snapshot} up to {write.input_snapshot}; orders "
+                        f"holds {own} there"
+                    )
+            else:
+                entry["not checked"] = "an orders snapshot it read between has expired"
+        reads.append(entry)
+    latest = chain[-1]
+    refused = sum(w.read_rejected for w in chain)
+    if whole and refused != latest.rejected:
+        raise BrokenChain(
+            f"the writes of {day} refused {refused} order(s) between them, but supplier_stats snapshot "
+            f"{latest.snapshot_id} says {latest.rejected}"
+        )
+    return tuple(reads)
 
 
 def balance(hop: Hop, stores: Stores) -> HopBalance:
@@ -589,6 +682,7 @@ def balance(hop: Hop, stores: Stores) -> HopBalance:
         )
     # remember: counts at the snapshots still read (the writes' and the head), sums at the days' last changes
     wanted_counts = {f"{d.read_snapshot}/{d.day}" for d in days} | {f"{orders_head}/{d.day}" for d in days}
+    wanted_counts |= {f"{r[k]}/{d.day}" for d in days for r in d.reads for k in ("from", "to")}
     counts_memo.values = counts
     counts_memo.save(lambda k: k in wanted_counts)
     retained = {str(s.snapshot_id) for s in stats.metadata.snapshots}

@@ -9,12 +9,18 @@ import datetime as dt
 import random
 from decimal import Decimal
 
+import dagster as dg
 import pyarrow.compute as pc
 import pytest
 from pyiceberg.expressions import And, EqualTo, GreaterThanOrEqual, LessThan
 
 from infra.services.iceberg_catalog import load_catalog
+from lineage_assets.conservation import spark_days
+from lineage_assets.conservation.hops import hops
+from lineage_assets.conservation.store import CountStore
+from lineage_assets.conservation.stores import Stores, count_store_path
 from lineage_assets.flink.tables import ensure_orders_table
+from lineage_assets.lineage.identity import SPARK_SUPPLIER_STATS_JOB
 from tests.service.lineage_assets.conftest import commit_retrying
 from tests.service.lineage_assets.test_supplier_stats import (
     actual_stats,
@@ -75,7 +81,16 @@ def day_rows_at(table, day: dt.date, snapshot_id: int) -> int:
     return scan.to_arrow().num_rows
 
 
-def test_appends_are_merged_and_a_delete_recomputes_the_day(settings, orders_table, day, lineage):
+@pytest.fixture
+def stores(settings, pipeline, resources, tmp_path):
+    """The Spark hop's reader with a count store of its own (the stack's is left alone)."""
+    with dg.build_resources({"iceberg": resources["iceberg"]}) as res:
+        built = Stores(pipeline, res, count_store_path(settings))
+        built.counts = CountStore(tmp_path / "counts.sqlite")
+        yield built
+
+
+def test_appends_are_merged_and_a_delete_recomputes_the_day(settings, pipeline, orders_table, day, lineage, stores):
     other = day + dt.timedelta(days=1)
     first = [r for r in known_orders([day, other], n=120, seed=21) if r["bid_time"].date() == day]
     write_orders(orders_table, first)
@@ -115,6 +130,14 @@ def test_appends_are_merged_and_a_delete_recomputes_the_day(settings, orders_tab
     meta = added.asset_materializations_for_node("iceberg__default__supplier_stats")[0].metadata
     assert meta["input_orders"].value == len(new_on_day)
     assert meta["supplier_stats/mode"].value == "incremental"
+
+    # the conservation hop's own reading of what each write read: the full write, then the incremental one
+    figures = spark_days.balance(hops(pipeline)[SPARK_SUPPLIER_STATS_JOB], stores).range["days"][day.isoformat()]
+    assert [(r["mode"], r["orders read"], r["rejected"]) for r in figures["reads"]] == [
+        ("full", len(first), 0),
+        ("incremental", len(new_on_day), 2),
+    ]
+    assert (figures["missing"], figures["duplicates"], figures["dead_letters"]) == (0, 0, 2)
 
     again = materialize(settings, day, lineage, {"mode": "incremental"})
     assert again.success

@@ -1,15 +1,20 @@
 """The Spark hop's per-day arithmetic, from hand-written snapshot summaries and figures."""
 
+import pytest
+
 from infra.settings import StackSettings
 from lineage_assets.conservation.balance import OtherWriter
 from lineage_assets.conservation.hops import hops
 from lineage_assets.conservation.spark_days import (
+    BrokenChain,
     DayFigures,
+    DayWrite,
     assemble,
     count_along,
     day_figures,
     parse_write,
     partition_delta,
+    read_chain,
 )
 from lineage_assets.lineage.identity import SPARK_SUPPLIER_STATS_JOB, Pipeline
 from lineage_assets.spark.day_commit import commit_properties
@@ -156,3 +161,44 @@ def test_statistics_go_on_the_complete_that_reads_and_writes():
         "OutputStatisticsOutputDatasetFacet" in out[2]["outputs"][0]["outputFacets"]["outputStatistics"]["_schemaURL"]
     )
     assert events[2]["inputs"][0]["inputFacets"]["inputStatistics"]["rowCount"] == 999, "input not changed in place"
+
+
+def test_a_write_before_modes_were_recorded_reads_as_full_with_its_cumulative_figures():
+    write = parse_write(7, commit_properties(DAY, 42, input_rows=10, rejected=2, output_rows=5, output_orders=8), 1)
+    assert (write.mode, write.start_snapshot, write.base_snapshot, write.read_rows, write.read_rejected) == (
+        "full",
+        None,
+        None,
+        10,
+        2,
+    )
+
+
+def link(sid, mode="full", start=None, base=None, read_to=50, read=10, rejected=1) -> DayWrite:
+    return DayWrite(sid, DAY, read_to, 0, rejected, 0, 0, mode, start, base, read, 0)
+
+
+def test_the_chain_runs_back_through_incremental_writes_to_the_full_one():
+    full = link(1, read_to=50)
+    first = link(2, "incremental", start=50, base=1, read_to=60)
+    second = link(3, "incremental", start=60, base=2, read_to=70)
+    assert read_chain([link(0), full, first, second]) == ([full, first, second], True)
+    assert read_chain([None, full]) == ([full], True), "a foreign write before a full one does not matter"
+
+
+def test_a_chain_whose_full_write_expired_is_partial():
+    alone = link(2, "incremental", start=50, base=1, read_to=60)
+    assert read_chain([alone]) == ([alone], False)
+
+
+@pytest.mark.parametrize(
+    "before",
+    [
+        None,  # another writer's change under the incremental write
+        link(9, read_to=50),  # not its base
+        link(1, read_to=49),  # its base, but it read up to another orders snapshot than the start
+    ],
+)
+def test_an_incremental_write_that_does_not_follow_the_write_before_it_breaks_the_chain(before):
+    with pytest.raises(BrokenChain):
+        read_chain([before, link(2, "incremental", start=50, base=1, read_to=60)])
