@@ -143,13 +143,26 @@ class FlinkClient:
             return ""
         return f"file://{self.settings.data_dir / 'flink' / 'checkpoints'}/{name}"
 
+    def _cli(self, action: str, *args: str, timeout: float, env: dict[str, str] | None = None):
+        """Flink's CLI, whose hang (a cluster that accepts the connection and never answers) is a FlinkError that
+        says what did not answer, never a wait without end."""
+        import subprocess
+
+        try:
+            return flink_cli(self.settings, action, *args, timeout=timeout, env=env)
+        except subprocess.TimeoutExpired as exc:
+            raise FlinkError(
+                f"`flink {action}` against {self.settings.flink_rest_url} did not end in {timeout:.0f} s: check the "
+                "JobManager (`lineage-lab stack status`, its log) and the job in the Flink UI, then try again"
+            ) from exc
+
     def stop_with_savepoint(self, jid: str, timeout: float = 300.0, name: str = "") -> str:
         """Stop the job gracefully, taking a savepoint (under the job name's folder when ``name`` is given);
         returns the savepoint path."""
         directory = self.savepoint_dir(name)
         # an external cluster without a directory here uses its own state.savepoints.dir
         where = ["--savepointPath", directory] if directory else []
-        result = flink_cli(self.settings, "stop", *where, jid, timeout=timeout)
+        result = self._cli("stop", *where, jid, timeout=timeout)
         found = _SAVEPOINT.search(result.stdout + result.stderr)
         if result.returncode != 0 or not found:
             raise FlinkError(f"stopping {jid} with a savepoint failed: {(result.stdout + result.stderr)[-1500:]}")
@@ -188,9 +201,7 @@ class FlinkClient:
             # a job jar whose lib/ holds the connectors and the functions: the CLI uploads each (-D pipeline.jars
             # would be dropped)
             upload = ["-j", str(job_jar_archive(self.settings))]
-        result = flink_cli(
-            self.settings, "run", "-d", *upload, *restore, *ship, "-py", script, *args, timeout=timeout, env=env
-        )
+        result = self._cli("run", "-d", *upload, *restore, *ship, "-py", script, *args, timeout=timeout, env=env)
         out = result.stdout + result.stderr
         marker = "Job has been submitted with JobID "
         if result.returncode != 0 or marker not in out:

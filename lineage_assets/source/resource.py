@@ -19,6 +19,9 @@ class SourceDatabaseResource(dg.ConfigurableResource):
     #: installed, and the source table's asset says so
     admin_user: str = ""
     admin_password: str = ""
+    #: seconds the server lets one statement run before cancelling it (a stalled query is an error naming the
+    #: server, never a wait without end: reconciliation and the sensors read this database)
+    statement_timeout_s: int = 60
 
     def connect(self, admin: bool = False) -> psycopg.Connection:
         return psycopg.connect(
@@ -29,4 +32,5 @@ class SourceDatabaseResource(dg.ConfigurableResource):
             password=self.admin_password if admin else self.password,
             autocommit=True,
             connect_timeout=5,
+            options=f"-c statement_timeout={self.statement_timeout_s * 1000}",
         )

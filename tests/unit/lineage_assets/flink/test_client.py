@@ -72,3 +72,13 @@ def test_stop_writes_the_savepoint_to_the_stack_dir_or_the_external_clusters_own
     assert stack == ["--savepointPath", f"file://{tmp_path / 'data' / 'flink' / 'savepoints'}", "j1"]
     assert external == ["j2"], "the external cluster's state.savepoints.dir"
     assert chosen == ["--savepointPath", "s3://sp/", "j3"]
+
+
+def test_a_cli_that_does_not_end_in_time_is_a_flink_error_naming_the_cluster(monkeypatch):
+    def hung(settings, action, *args, timeout=300.0, env=None):
+        raise subprocess.TimeoutExpired(["flink", action], timeout)
+
+    monkeypatch.setattr(client_module, "flink_cli", hung)
+    settings = StackSettings()
+    with pytest.raises(FlinkError, match=r"`flink stop` against http://127\.0\.0\.1:8081 did not end in 7 s"):
+        FlinkClient(settings).stop_with_savepoint("abc", timeout=7)
