@@ -128,9 +128,29 @@ def read_whole_day(session, orders_table, source_table: str, day: str, end: int 
     )
 
 
-def write_day(session, catalog, source_table: str, target_table: str, day: str, wanted: str) -> DayWritten:
+#: Iceberg's refusals of a commit that raced another writer of the same day (Java exception names in the error)
+COMMIT_CONFLICTS = ("org.apache.iceberg.exceptions.ValidationException", "org.apache.iceberg.exceptions.CommitFailed")
+#: plans and commits of one run before a day that keeps changing under it fails the run
+ATTEMPTS = 3
+
+
+def write_day(
+    session, catalog, source_table: str, target_table: str, day: str, wanted: str, attempts: int = ATTEMPTS
+) -> DayWritten:
     """Plan, read, aggregate and commit ``day`` (``wanted``: full or incremental; incremental is a request the
-    plan may turn into full, and its reason says why)."""
+    plan may turn into full, and its reason says why). A commit refused because another writer changed the day
+    since the plan (another run, a hand edit) is planned and made again on top of that change, in the same Spark
+    application, up to ``attempts`` times."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return _write_once(session, catalog, source_table, target_table, day, wanted)
+        except Exception as exc:
+            if attempt == attempts or not any(name in str(exc) for name in COMMIT_CONFLICTS):
+                raise
+    raise AssertionError("unreachable")
+
+
+def _write_once(session, catalog, source_table: str, target_table: str, day: str, wanted: str) -> DayWritten:
     from pyspark.sql import functions as F
 
     session.sql(CREATE_TARGET.format(table=target_table))

@@ -20,9 +20,6 @@ from lineage_assets.storage import IcebergResource
 #: so the sensor, the schedule and a backfill never write the same day at once, and two JVMs never share 2 cores
 SPARK_POOL = "spark"
 
-#: Iceberg's refusals of a commit that raced another writer of the same day (Java exception names in the error)
-COMMIT_CONFLICTS = ("org.apache.iceberg.exceptions.ValidationException", "org.apache.iceberg.exceptions.CommitFailed")
-
 
 class SupplierStatsConfig(dg.Config):
     """How a run reads, and the catalog names of the tables (defaults: the identity module's; override only for
@@ -71,6 +68,7 @@ def build_supplier_stats_asset(pipeline: Pipeline) -> dg.AssetsDefinition:
         source_table = f"{CATALOG_NAME}.{config.source_table or source.symlinks[0].name}"
         target_table = f"{CATALOG_NAME}.{config.target_table or target.symlinks[0].name}"
         session = spark.spark_session
+        app_id = session.sparkContext.applicationId
         emitter = lineage.emitter()
         # the Dagster run is the Spark application's OpenLineage parent: opened here, closed however this ends
         with dagster_parent_run(context, pipeline, emitter):
@@ -99,15 +97,12 @@ def build_supplier_stats_asset(pipeline: Pipeline) -> dg.AssetsDefinition:
                 raise
             except Exception as exc:
                 error = exc
-                if any(name in str(exc) for name in COMMIT_CONFLICTS):
-                    # another run (by hand, outside the stack's queue) wrote the same day first: do it again on top
-                    raise dg.RetryRequested(max_retries=2, seconds_to_wait=10) from exc
+                first_line = (str(exc).strip().splitlines() or [""])[0]
                 raise dg.Failure(
-                    f"Spark job {target.producer} failed for {day}: {type(exc).__name__}: {str(exc).splitlines()[0]} "
+                    f"Spark job {target.producer} failed for {day}: {type(exc).__name__}: {first_line} "
                     "(its OpenLineage run is reported as FAIL)"
                 ) from exc
             finally:
-                app_id = session.sparkContext.applicationId
                 session.stop()  # ends the application: the listener writes the application's terminal event
                 queued = forward_events(
                     spark.events_path, emitter, target.producer, spark.parent_job_name, error, statistics

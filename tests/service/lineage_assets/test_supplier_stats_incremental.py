@@ -10,6 +10,7 @@ import random
 from decimal import Decimal
 
 import dagster as dg
+import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from pyiceberg.expressions import And, EqualTo, GreaterThanOrEqual, LessThan
@@ -163,3 +164,55 @@ def test_an_unknown_mode_is_refused_with_what_to_use(settings, day, lineage):
     assert not result.success
     failure = result.get_step_failure_events()[0].event_specific_data.error.message
     assert "mode 'fast' is not one of full, incremental" in failure
+
+
+def test_a_run_that_loses_the_race_for_its_day_plans_again_on_top_of_the_winner(settings, orders_table, day, lineage):
+    """Another writer changes the day's rows between the run's plan and its commit: the commit is refused (it is
+    validated from the snapshot the run planned on) and the run plans again (the whole day now: the other write was
+    not this job's) and commits once. The plan itself is the product's; the test only writes in between."""
+    from lineage_assets.spark import day_write
+
+    race_day = day + dt.timedelta(days=3)
+    start = dt.datetime.combine(race_day, dt.time())
+    window = And(
+        GreaterThanOrEqual("bid_time", start.isoformat()),
+        LessThan("bid_time", (start + dt.timedelta(days=1)).isoformat()),
+    )
+    commit_retrying(orders_table, lambda t: t.delete(window))
+    orders = known_orders([race_day, race_day], n=20, seed=31)
+    write_orders(orders_table, orders)
+    assert materialize(settings, race_day, lineage, {"mode": "full"}).success
+    more = known_orders([race_day, race_day], n=8, seed=32)
+    write_orders(orders_table, more)
+    stats = load_catalog(settings).load_table("default.supplier_stats")
+    intruder = pa.Table.from_pylist(
+        [
+            {
+                "supplier": "Intruder",
+                "bid_date": race_day,
+                "bid_hour": 0,
+                "total_price": Decimal("1.00"),
+                "total_count": 1,
+            }
+        ],
+        schema=stats.schema().as_arrow(),
+    )
+    real_plan, raced = day_write.plan, []
+
+    def plan_then_another_writer(*args, **kwargs):
+        planned = real_plan(*args, **kwargs)
+        if not raced:  # the first plan only
+            raced.append(True)
+            commit_retrying(stats.refresh(), lambda t: t.append(intruder))
+        return planned
+
+    day_write.plan = plan_then_another_writer
+    try:
+        result = materialize(settings, race_day, lineage, {"mode": "incremental"})
+    finally:
+        day_write.plan = real_plan
+    assert result.success and raced
+    commit = commit_of(settings, result)
+    assert commit["mode"] == "full", commit["mode-reason"]
+    assert "not written by this job" in commit["mode-reason"]
+    assert actual_stats(settings, race_day) == expected_stats(orders + more, race_day), "the intruder's row is gone"
