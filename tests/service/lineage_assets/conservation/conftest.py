@@ -9,7 +9,7 @@ import boto3
 import dagster as dg
 import pytest
 from botocore.config import Config
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from lineage_assets.conservation.store import CountStore
 from lineage_assets.conservation.stores import RESOURCE_KEYS, Stores, count_store_path
@@ -74,3 +74,39 @@ def group_committed(settings, topic: str, group: str) -> dict[int, int]:
     finally:
         member.close()
     return {tp.partition: max(tp.offset, 0) for tp in found}
+
+
+def judge_orders_source(stores: Stores) -> tuple[int, int, int]:
+    """(rows of the table, records with Debezium's context header, other records), read without the reader."""
+    with stores.resources.source_db.connect() as conn:
+        (rows,) = conn.execute("SELECT count(*) FROM public.orders").fetchone()
+    consumer = Consumer(
+        stores.resources.kafka.connection().client_config(
+            **{
+                "group.id": f"test-orders-source-judge-{uuid.uuid4().hex[:8]}",
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+                "isolation.level": "read_committed",
+            }
+        )
+    )
+    debezium = foreign = 0
+    try:
+        partitions = consumer.list_topics("orders", timeout=10).topics["orders"].partitions
+        consumer.assign([TopicPartition("orders", p, 0) for p in partitions])
+        open_partitions = set(partitions)
+        while open_partitions:
+            msg = consumer.poll(10)
+            assert msg is not None, "the broker stopped answering while the test counted orders"
+            if msg.error():
+                assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
+                open_partitions.discard(msg.partition())
+                continue
+            headers = dict(msg.headers() or [])
+            if headers.get("__debezium.context.connectorLogicalName") == b"orders_source":
+                debezium += 1
+            else:
+                foreign += 1
+    finally:
+        consumer.close()
+    return rows, debezium, foreign

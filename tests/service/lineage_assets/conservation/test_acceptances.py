@@ -7,20 +7,15 @@ named again when more arrive, and counted again when revoked. The expected figur
 from __future__ import annotations
 
 import time
-import uuid
 
-import dagster as dg
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Producer
 
-from infra.settings import StackSettings
 from lineage_assets.conservation import reconcile as rec
 from lineage_assets.conservation.acceptances import AcceptanceError
 from lineage_assets.conservation.balance import HopBalance
-from lineage_assets.conservation.store import CountStore
-from lineage_assets.conservation.stores import Stores, count_store_path
-from lineage_assets.lineage.identity import Pipeline
-from lineage_assets.resources import build_resources
+from lineage_assets.conservation.stores import Stores
+from tests.service.lineage_assets.conservation.conftest import judge_orders_source
 
 pytestmark = pytest.mark.service
 
@@ -28,60 +23,13 @@ JOB = "orders-source"
 DEADLINE_S = 240
 
 
-@pytest.fixture()
-def stores(tmp_path):
-    settings = StackSettings.from_env()
-    pipeline = Pipeline.from_settings(settings)
-    wanted = {k: v for k, v in build_resources(settings).items() if k in ("kafka", "source_db", "connect")}
-    with dg.build_resources(wanted) as res:
-        built = Stores(pipeline, res, count_store_path(settings))
-        built.counts = CountStore(tmp_path / "c.sqlite")
-        yield built
-
-
-def judge(stores: Stores) -> tuple[int, int, int]:
-    """(rows of the table, records with Debezium's context header, other records), read without the reader."""
-    with stores.resources.source_db.connect() as conn:
-        (rows,) = conn.execute("SELECT count(*) FROM public.orders").fetchone()
-    consumer = Consumer(
-        stores.resources.kafka.connection().client_config(
-            **{
-                "group.id": f"test-acceptances-{uuid.uuid4().hex[:8]}",
-                "enable.auto.commit": False,
-                "enable.partition.eof": True,
-                "isolation.level": "read_committed",
-            }
-        )
-    )
-    debezium = foreign = 0
-    try:
-        partitions = consumer.list_topics("orders", timeout=10).topics["orders"].partitions
-        consumer.assign([TopicPartition("orders", p, 0) for p in partitions])
-        open_partitions = set(partitions)
-        while open_partitions:
-            msg = consumer.poll(10)
-            assert msg is not None, "the broker stopped answering while the test counted orders"
-            if msg.error():
-                assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
-                open_partitions.discard(msg.partition())
-                continue
-            headers = dict(msg.headers() or [])
-            if headers.get("__debezium.context.connectorLogicalName") == b"orders_source":
-                debezium += 1
-            else:
-                foreign += 1
-    finally:
-        consumer.close()
-    return rows, debezium, foreign
-
-
 def settled(stores: Stores) -> tuple[HopBalance, tuple[int, int, int]]:
     """``reconcile``'s balance of the hop at a moment nothing moved: the judge reads the same before and after."""
     deadline = time.monotonic() + DEADLINE_S
     while True:
-        before = judge(stores)
+        before = judge_orders_source(stores)
         (found,) = rec.reconcile(stores, [JOB], confirm_after_s=0)
-        after = judge(stores)
+        after = judge_orders_source(stores)
         if (before == after and before[0] == before[1]) or time.monotonic() > deadline:
             return found, after
         time.sleep(3)
