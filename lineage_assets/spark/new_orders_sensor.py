@@ -1,14 +1,13 @@
-"""New Iceberg orders -> runs of the supplier_stats days they touch, under a freshness budget.
+"""New Iceberg orders -> the supplier_stats days they touch: a Dagster asset sensor on ``iceberg/default/orders``.
 
 The Flink job sensor records a materialization of ``iceberg/default/orders`` per new Iceberg snapshot, carrying the
-snapshot id (``iceberg/snapshot_id``). Each tick this sensor takes the newest one after the storage id it handled
-last, walks the snapshots between the two (the one the handled materialization reported, excluded, to the new one,
-included) along the table's parent chain, and reads the day partitions each changed from its summary
-(``partitions.bid_time_day=<day>``, written because the table sets ``write.summary.partition-limit``). Those days
-are owed a run. A day never written is asked for at once; a day written (or whose run started) less than the budget
-ago stays owed until then, so while orders flow a day gets at most one run per budget and each run adds what came
-since (``mode: incremental``). A day whose run is still queued is not asked for again: that run reads the table
-when it starts. The handled storage id and the owed days are the cursor, so nothing is lost between ticks.
+snapshot id (``iceberg/snapshot_id``). Dagster hands this sensor the newest materialization after its cursor (the
+storage id of the one handled last). The snapshots between the two (the one the handled materialization reported,
+excluded, to the new one, included) are walked along the table's parent chain, and the day partitions each changed
+are read from its summary (``partitions.bid_time_day=<day>``, written because the table sets
+``write.summary.partition-limit``). A ``supplier_stats`` run is requested for exactly those days, once: each
+request's run key names the snapshot and day, and Dagster never launches a run key twice. A day whose run is still
+queued is not asked for again: that run reads the table when it starts, new snapshot included.
 
 Its first tick starts from the last deployment of the Flink job (the last materialization of the table by a run):
 snapshots committed after it are handled, so the orders of a pipeline deployed just now are not missed; days
@@ -20,11 +19,9 @@ handles the same snapshots and nothing is lost.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
-import time
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 import dagster as dg
 import requests
@@ -152,90 +149,9 @@ def handled_snapshot(instance: dg.DagsterInstance, key: dg.AssetKey, cursor: str
     return next((s for s in map(reported_snapshot, records) if s is not None), None)
 
 
-@dataclass(frozen=True)
-class Due:
-    """The days to ask a run for now, and the others still owed with the time (epoch seconds) each falls due."""
-
-    now: tuple[str, ...]
-    later: Mapping[str, float]
-
-
-def due_days(
-    owed: Iterable[str],
-    last_write: Mapping[str, float | None],
-    queued: Iterable[str],
-    now: float,
-    budget_s: float,
-) -> Due:
-    """Which owed days a run is asked for now: a day never written is due at once (its first rows do not wait), a
-    day whose last write (or the start of a run of it) is ``budget_s`` old is due, a day with a run waiting to start
-    is not (that run reads its new orders when it starts); every other day stays owed until it falls due."""
-    waiting = set(queued)
-    ready, later = [], {}
-    for day in sorted(set(owed)):
-        if day in waiting:
-            continue
-        written = last_write.get(day)
-        if written is None or now - written >= budget_s:
-            ready.append(day)
-        else:
-            later[day] = written + budget_s
-    return Due(tuple(ready), later)
-
-
-@dataclass
-class Cursor:
-    """What the sensor remembers between ticks: the storage id of the last orders materialization it handled,
-    and the days owed a run (day -> the newest snapshot that changed it) that the freshness budget put off."""
-
-    storage_id: int | None = None
-    owed: dict[str, int] = field(default_factory=dict)
-    #: the snapshot handled last, from the cursor of the earlier, standard sensor (``{"snapshot": ...}``)
-    legacy_snapshot: int | None = None
-
-    @classmethod
-    def parse(cls, text: str | None) -> Cursor:
-        """Today's JSON, a storage id alone (the asset sensor's cursor, and what a pause sets), or the legacy one."""
-        if not text:
-            return cls()
-        if text.isdigit():
-            return cls(int(text))
-        raw = json.loads(text)
-        if "storage_id" in raw or "owed" in raw:
-            return cls(raw.get("storage_id"), {d: int(s) for d, s in (raw.get("owed") or {}).items()})
-        return cls(legacy_snapshot=raw.get("snapshot"))
-
-    def dump(self) -> str:
-        return json.dumps({"storage_id": self.storage_id, "owed": dict(sorted(self.owed.items()))})
-
-
-def newest_after(instance: dg.DagsterInstance, key: dg.AssetKey, storage_id: int | None) -> dg.EventLogRecord | None:
-    """The newest materialization of ``key`` after ``storage_id`` (any, when None)."""
-    records = instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=key, after_storage_id=storage_id), limit=1, ascending=False
-    ).records
-    return records[0] if records else None
-
-
-def last_write(instance: dg.DagsterInstance, target: dg.AssetKey, day: str) -> float | None:
-    """When ``day`` of ``target`` was last written, or a run of it started (epoch seconds; None: neither)."""
-    times = [
-        r.timestamp
-        for r in instance.fetch_materializations(
-            dg.AssetRecordsFilter(asset_key=target, asset_partitions=[day]), limit=1
-        ).records
-    ]
-    started = instance.get_run_records(
-        filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED], tags={"dagster/partition": day}), limit=5
-    )
-    times += [r.start_time for r in started if r.start_time and target in (r.dagster_run.asset_selection or ())]
-    return max(times, default=None)
-
-
 def build_supplier_stats_partition_sensor(
-    pipeline: Pipeline, name: str = "supplier_stats_new_orders_sensor", freshness_s: int = 0
-) -> dg.SensorDefinition:
-    """``freshness_s``: how long a day may lag its newest orders (0: a run per new snapshot that changed it)."""
+    pipeline: Pipeline, name: str = "supplier_stats_new_orders_sensor"
+) -> dg.AssetSensorDefinition:
     source = pipeline.dataset("iceberg_orders")
     target = pipeline.dataset("iceberg_supplier_stats")
     source_key, target_key = asset_key(source), asset_key(target)
@@ -244,91 +160,74 @@ def build_supplier_stats_partition_sensor(
         selection=[target_key],
         description=f"One day of {target_key.to_user_string()}: what the new-orders sensor requests.",
     )
-    # the sensor's runs add only what is new to each day (the run itself falls back to the whole day when
-    # something other than an append changed it)
-    incremental = {"ops": {target_key.to_python_identifier(): {"config": {"mode": INCREMENTAL_MODE}}}}
 
-    def new_days(context: dg.SensorEvaluationContext, iceberg: IcebergResource, record, cursor: Cursor):
-        """The days the snapshots up to the one ``record`` reports changed (day -> newest snapshot), or a skip
-        message when there is nothing to walk yet."""
-        until = reported_snapshot(record)
+    @dg.asset_sensor(
+        asset_key=source_key,
+        name=name,
+        job=job,
+        minimum_interval_seconds=30,
+        description=f"Requests {target_key.to_user_string()} for exactly the days that new Iceberg snapshots of "
+        f"{source_key.to_user_string()} changed (from each snapshot's partition summary), once per snapshot.",
+        default_status=dg.DefaultSensorStatus.RUNNING,
+    )
+    def supplier_stats_new_orders_sensor(
+        context: dg.SensorEvaluationContext, asset_event: dg.EventLogEntry, iceberg: IcebergResource
+    ) -> list[dg.RunRequest] | dg.SkipReason:
+        until = reported_snapshot(_record(asset_event))
         if until is None:
-            return f"the new materialization of {source_key.to_user_string()} reports no snapshot"
+            return dg.SkipReason(f"the new materialization of {source_key.to_user_string()} reports no snapshot")
         try:
             table = iceberg.catalog().load_table(source.symlinks[0].name)
         except NoSuchTableError:
-            return f"Iceberg table {source.symlinks[0].name} does not exist: materialize {source_key.to_user_string()}"
-        except (requests.RequestException, OSError) as exc:
+            return dg.SkipReason(
+                f"Iceberg table {source.symlinks[0].name} does not exist: materialize {source_key.to_user_string()}"
+            )
+        except requests.RequestException as exc:
             raise CatalogUnavailable(
                 f"the Iceberg catalog at {iceberg.uri} did not answer ({exc}): start it (`lineage-lab stack up`) or "
                 "point the iceberg resource at the right catalog; the next tick handles the same snapshots"
             ) from exc
         infos = snapshot_infos(table)
-        if cursor.storage_id is not None:
-            since = handled_snapshot(context.instance, source_key, str(cursor.storage_id))
-        elif cursor.legacy_snapshot is not None:
-            since = cursor.legacy_snapshot
+        if context.cursor and context.cursor.isdigit():
+            since = handled_snapshot(context.instance, source_key, context.cursor)
+        elif context.cursor and context.cursor.startswith("{"):  # the cursor of the earlier, standard sensor
+            since = json.loads(context.cursor).get("snapshot")
         else:
             deployed = last_deployment_ms(context.instance, source_key)
             if deployed is None:  # nothing deployed from here: the days already in the table are a backfill's job
-                return (
+                return dg.SkipReason(
                     f"watching {source.symlinks[0].name} from snapshot {until} on; backfill earlier days from the "
                     "asset's page"
                 )
             since = last_handled_before(infos, until, deployed)
-        field_name = table.spec().fields[0].name
+        field = table.spec().fields[0].name
         new = snapshots_since(infos, until, since)
-        days: dict[str, int] = {}
+        days: dict[str, int] = {}  # day -> the newest snapshot that changed it
         for snapshot in new:
             try:
-                for day in days_changed(snapshot.summary, field_name):
+                for day in days_changed(snapshot.summary, field):
                     days[day] = snapshot.snapshot_id
             except PartitionSummaryMissing as exc:
                 context.log.warning(f"snapshot {snapshot.snapshot_id}: {exc}; its days are not requested")
-        for day in sorted(d for d in days if not DAILY.has_partition_key(d)):
+        valid = {day for day in days if DAILY.has_partition_key(day)}
+        for day in sorted(set(days) - valid):
             context.log.warning(f"{day} is outside the partitions of {target_key.to_user_string()}: not requested")
-        return {d: s for d, s in days.items() if DAILY.has_partition_key(d)}, len(new)
-
-    @dg.sensor(
-        name=name,
-        job=job,
-        minimum_interval_seconds=30,
-        description=f"Requests {target_key.to_user_string()} for the days that new Iceberg snapshots of "
-        f"{source_key.to_user_string()} changed (from each snapshot's partition summary), each run adding only what "
-        f"is new; while orders flow, a day gets a run at most once per {freshness_s} s of freshness budget.",
-        default_status=dg.DefaultSensorStatus.RUNNING,
-    )
-    def supplier_stats_new_orders_sensor(
-        context: dg.SensorEvaluationContext, iceberg: IcebergResource
-    ) -> dg.SensorResult:
-        cursor = Cursor.parse(context.cursor)
-        record = newest_after(context.instance, source_key, cursor.storage_id)
-        said = f"no new materialization of {source_key.to_user_string()}"
-        if record is not None:
-            found = new_days(context, iceberg, record, cursor)
-            cursor.storage_id = record.storage_id
-            if isinstance(found, str):
-                said = found
-            else:
-                days, walked = found
-                cursor.owed.update(days)
-                said = f"{walked} new snapshot(s), no day to recompute" if not days else ""
-        waiting = queued_days(context.instance, target_key, cursor.owed)
+        waiting = queued_days(context.instance, target_key, valid)
         for day in sorted(waiting):
             context.log.info(f"{day}: a run is already queued and will read the new snapshot(s) when it starts")
-        written = {day: last_write(context.instance, target_key, day) for day in cursor.owed if day not in waiting}
-        due = due_days(cursor.owed, written, waiting, time.time(), freshness_s)
-        requests = [
-            dg.RunRequest(run_key=f"{cursor.owed[day]}:{day}", partition_key=day, run_config=incremental)
-            for day in due.now
+        # the sensor's runs add only what is new to the day (the run itself falls back to the whole day when
+        # something other than an append changed it)
+        incremental = {"ops": {target_key.to_python_identifier(): {"config": {"mode": INCREMENTAL_MODE}}}}
+        run_requests = [
+            dg.RunRequest(run_key=f"{snap}:{day}", partition_key=day, run_config=incremental)
+            for day, snap in sorted(days.items())
+            if day in valid - waiting
         ]
-        cursor.owed = {day: cursor.owed[day] for day in due.later}
-        if requests:
-            return dg.SensorResult(run_requests=requests, cursor=cursor.dump())
-        later = ", ".join(
-            f"{day} at {dt.datetime.fromtimestamp(at, dt.UTC):%H:%M:%S} UTC" for day, at in sorted(due.later.items())
-        )
-        reason = "; ".join(p for p in (said, f"owed, due within the freshness budget: {later}" if later else "") if p)
-        return dg.SensorResult(skip_reason=reason or "nothing to request", cursor=cursor.dump())
+        return run_requests or dg.SkipReason(f"{len(new)} new snapshot(s), no day to recompute")
 
     return supplier_stats_new_orders_sensor
+
+
+def _record(entry: dg.EventLogEntry) -> dg.EventLogRecord:
+    """The event as a record (storage id unknown), so one reader serves both."""
+    return dg.EventLogRecord(storage_id=0, event_log_entry=entry)

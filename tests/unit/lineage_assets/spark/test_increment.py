@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from lineage_assets.spark.increment import FULL, INCREMENTAL, DayBase, Decision, choose_mode, day_base
-from lineage_assets.spark.new_orders_sensor import SnapshotInfo, due_days
+from lineage_assets.spark.increment import FULL, INCREMENTAL, DayBase, Decision, choose_mode, day_base, due_days
+from lineage_assets.spark.new_orders_sensor import SnapshotInfo
 
 DAY, FIELD = "2026-03-02", "bid_time_day"
 
