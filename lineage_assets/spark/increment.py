@@ -1,5 +1,5 @@
 """Whether a supplier_stats run of a day may read only the orders appended since the day's last write, or must
-recompute the whole day; and which days the new-orders sensor asks for now under a freshness budget.
+recompute the whole day.
 
 A day's totals are sums and counts, so the totals of the new orders add to the day's rows exactly. Iceberg's
 incremental append scan (Spark's ``start-snapshot-id``, exclusive, and ``end-snapshot-id``, inclusive) reads only
@@ -12,7 +12,7 @@ snapshots (pyiceberg) and the runs (Dagster).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from lineage_assets.spark.day_commit import PROPERTY_PREFIX, optional_id
@@ -93,37 +93,6 @@ def choose_mode(
         if touched:
             return Decision(FULL, f"orders snapshot {snapshot.snapshot_id} ({snapshot.operation}) changed {day}")
     return Decision(INCREMENTAL, f"{len(chain)} orders snapshot(s) since {start}", start)
-
-
-@dataclass(frozen=True)
-class Due:
-    """The days to ask a run for now, and the others still owed with the time (epoch seconds) each falls due."""
-
-    now: tuple[str, ...]
-    later: Mapping[str, float]
-
-
-def due_days(
-    owed: Iterable[str],
-    last_write: Mapping[str, float | None],
-    queued: Iterable[str],
-    now: float,
-    budget_s: float,
-) -> Due:
-    """Which owed days a run is asked for now: a day never written is due at once (its first rows do not wait), a
-    day whose last write (or the start of a run of it) is ``budget_s`` old is due, a day with a run waiting to start
-    is not (that run reads its new orders when it starts); every other day stays owed until it falls due."""
-    waiting = set(queued)
-    ready, later = [], {}
-    for day in sorted(set(owed)):
-        if day in waiting:
-            continue
-        written = last_write.get(day)
-        if written is None or now - written >= budget_s:
-            ready.append(day)
-        else:
-            later[day] = written + budget_s
-    return Due(tuple(ready), later)
 
 
 # --- reading the tables' metadata -------------------------------------------------------------------------------

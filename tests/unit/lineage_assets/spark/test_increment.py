@@ -1,11 +1,11 @@
-"""When a supplier_stats run may read only what was appended since the day's last write, and which owed days the
-sensor asks for under a freshness budget. Snapshots, summaries and times are written by hand."""
+"""When a supplier_stats run may read only what was appended since the day's last write, and which write it adds
+to. Snapshots and summaries are written by hand."""
 
 from __future__ import annotations
 
 import pytest
 
-from lineage_assets.spark.increment import FULL, INCREMENTAL, DayBase, Decision, choose_mode, day_base, due_days
+from lineage_assets.spark.increment import FULL, INCREMENTAL, DayBase, Decision, choose_mode, day_base
 from lineage_assets.spark.new_orders_sensor import SnapshotInfo
 
 DAY, FIELD = "2026-03-02", "bid_time_day"
@@ -85,24 +85,6 @@ def test_full_is_full_whatever_the_snapshots_and_an_unknown_mode_is_refused():
     assert choose_mode(DAY, FIELD, FULL, BASE, [snap(11, 10)], 11) == Decision(FULL, "the whole day was asked for")
     with pytest.raises(ValueError, match="'fast' is neither"):
         choose_mode(DAY, FIELD, "fast", BASE, [], 10)
-
-
-def test_due_days_under_a_300_s_budget():
-    due = due_days(
-        owed=["2026-03-01", "2026-03-02", "2026-03-03", "2026-03-04"],
-        last_write={"2026-03-01": 1000.0, "2026-03-02": 1250.0, "2026-03-03": None, "2026-03-04": 1000.0},
-        queued=["2026-03-04"],
-        now=1300.0,
-        budget_s=300.0,
-    )
-    # 03-01 written 300 s ago: due; 03-02 50 s ago: due at 1550; 03-03 never written: at once; 03-04 has a run waiting
-    assert due.now == ("2026-03-01", "2026-03-03")
-    assert dict(due.later) == {"2026-03-02": 1550.0}
-
-
-def test_a_budget_of_zero_asks_for_every_owed_day_at_once():
-    due = due_days(owed=["2026-03-02"], last_write={"2026-03-02": 1299.0}, queued=[], now=1300.0, budget_s=0)
-    assert (due.now, dict(due.later)) == (("2026-03-02",), {})
 
 
 class _Summary:
