@@ -18,7 +18,7 @@ from lineage_assets.conservation.balance import OtherWriter
 
 @dataclass
 class Run:
-    """A batch's records in one partition: how many, the rows they claim, the first and last offset."""
+    """Records of one partition: how many, the rows they claim, the first and last offset."""
 
     records: int = 0
     rows: int = 0
@@ -30,6 +30,13 @@ class Run:
         self.last = max(self.last, offset)
         self.records += 1
         self.rows += rows
+
+    def merge(self, other: Run) -> None:
+        if other.records:
+            self.first = other.first if self.records == 0 else min(self.first, other.first)
+            self.last = max(self.last, other.last)
+            self.records += other.records
+            self.rows += other.rows
 
 
 @dataclass

@@ -122,30 +122,7 @@ class OutputRecord:
     count: int = 0
 
 
-@dataclass
-class Span:
-    """Records of one partition, by offset range, and the orders they claim."""
-
-    records: int = 0
-    rows: int = 0
-    first: int = -1
-    last: int = -1
-
-    def add(self, offset: int, rows: int) -> None:
-        self.first = offset if self.records == 0 else min(self.first, offset)
-        self.last = max(self.last, offset)
-        self.records += 1
-        self.rows += rows
-
-    def merge(self, other: Span) -> None:
-        if other.records:
-            self.first = other.first if self.records == 0 else min(self.first, other.first)
-            self.last = max(self.last, other.last)
-            self.records += other.records
-            self.rows += other.rows
-
-
-def _spans_text(spans: dict[int, Span]) -> str:
+def _spans_text(spans: dict[int, Run]) -> str:
     return ", ".join(f"{p}:{s.first}..{s.last}" for p, s in sorted(spans.items()) if s.records)
 
 
@@ -171,9 +148,9 @@ class WindowBook:
     legacy_records: int = 0
     #: firings of a window after it was closed (only a job restarted without its state does that): counts added
     reopened: int = 0
-    unreadable: Span = field(default_factory=Span)
+    unreadable: Run = field(default_factory=Run)
     foreign: ForeignRecords = field(default_factory=lambda: ForeignRecords(WRITER))
-    acknowledged: dict[int, Span] = field(default_factory=dict)
+    acknowledged: dict[int, Run] = field(default_factory=dict)
 
     # the figures
     @property
@@ -235,13 +212,13 @@ class WindowBook:
             self.closed_through_end = end if self.closed_through_end is None else max(self.closed_through_end, end)
         return len(done)
 
-    def acknowledge(self, through: dict[int, int] | None = None) -> dict[int, Span]:
+    def acknowledge(self, through: dict[int, int] | None = None) -> dict[int, Run]:
         """Move foreign records (of every partition, or those with their last offset at or below ``through[p]``)
         to the acknowledged ones; a partition with foreign records past ``through`` raises (not all reviewed)."""
-        held: dict[int, Span] = {}
+        held: dict[int, Run] = {}
         for batch in self.foreign.batches:
             for p, run in batch.runs.items():
-                held.setdefault(p, Span()).merge(Span(run.records, run.rows, run.first, run.last))
+                held.setdefault(p, Run()).merge(run)
         chosen = [p for p in held if through is None or p in through]
         for p in chosen:  # all or nothing
             if through is not None and held[p].last > through[p]:
@@ -255,7 +232,7 @@ class WindowBook:
         self.foreign.batches = [b for b in self.foreign.batches if b.runs]
         moved = {p: held[p] for p in chosen}
         for p, span in moved.items():
-            self.acknowledged.setdefault(p, Span()).merge(span)
+            self.acknowledged.setdefault(p, Run()).merge(span)
         return moved
 
     def other_writers(self, output: str, topic: str) -> tuple[OtherWriter, ...]:
@@ -270,7 +247,7 @@ class WindowBook:
 
     # persistence
     def to_json(self) -> str:
-        def spans(d: dict[int, Span]) -> dict[str, list[int]]:
+        def spans(d: dict[int, Run]) -> dict[str, list[int]]:
             return {str(p): [s.records, s.rows, s.first, s.last] for p, s in d.items()}
 
         return json.dumps(
@@ -295,8 +272,8 @@ class WindowBook:
             return cls()
         d = json.loads(text)
 
-        def spans(raw: dict[str, list[int]]) -> dict[int, Span]:
-            return {int(p): Span(*v) for p, v in raw.items()}
+        def spans(raw: dict[str, list[int]]) -> dict[int, Run]:
+            return {int(p): Run(*v) for p, v in raw.items()}
 
         closed = d.get("closed") or [0, 0, None]
         return cls(
@@ -309,13 +286,13 @@ class WindowBook:
             header_since_ms=d.get("header_since_ms"),
             legacy_records=d.get("legacy_records", 0),
             reopened=d.get("reopened", 0),
-            unreadable=Span(*d["unreadable"]) if d.get("unreadable") else Span(),
+            unreadable=Run(*d["unreadable"]) if d.get("unreadable") else Run(),
             foreign=_foreign_of(d, spans(d.get("foreign", {}))),
             acknowledged=spans(d.get("acknowledged", {})),
         )
 
 
-def _foreign_of(book: dict[str, Any], legacy: dict[int, Span]) -> ForeignRecords:
+def _foreign_of(book: dict[str, Any], legacy: dict[int, Run]) -> ForeignRecords:
     """The remembered batches; a book kept before batches were (one span per partition) becomes one batch."""
     if "foreign_batches" in book:
         return ForeignRecords.from_json(WRITER, book["foreign_batches"])
@@ -1016,7 +993,7 @@ def balance(hop: Hop, stores: Stores, sleep=time.sleep) -> HopBalance:
         "dead letters remembered",
         steps,
         decoded,
-        _spans_text({p: Span(1, 0, lo, hi - 1) for p, (lo, hi) in read.order_ranges.items() if hi > lo}) or "none",
+        _spans_text({p: Run(1, 0, lo, hi - 1) for p, (lo, hi) in read.order_ranges.items() if hi > lo}) or "none",
         dead_read,
         len(tail.candidates),
         sum(len(w) for w in tail.dead.values()),
