@@ -29,6 +29,7 @@ from tests.service.lineage_assets.test_engine_truth import (
     cancel,
     flink,
     job_args,
+    marquez_runs,
     restart_with_flink_cli,
     running_jid,
     wait_for,
@@ -101,6 +102,20 @@ def ensure_topic(settings, name: str) -> None:
             raise
 
 
+def running_in_marquez(settings, job: str) -> set[str]:
+    return {r["id"] for r in marquez_runs(settings, job) if r["state"] == "RUNNING"}
+
+
+def cancel_and_see_its_run_end(settings, jid: str, job: str) -> None:
+    """Cancel a Flink job and wait until Marquez shows its run ended (the Flink job sensor closes it): an end event
+    arriving after the next job's start would put the cancelled job's outputs back on the job's current version."""
+    open_runs = running_in_marquez(settings, job)
+    cancel(settings, jid)
+    wait_for(
+        f"Marquez showing the run of cancelled {job} ended", lambda: not running_in_marquez(settings, job) & open_runs
+    )
+
+
 def with_sink_topic(args: list[str], topic: str) -> list[str]:
     out = list(args)
     if "--sink-topic" in out:
@@ -125,7 +140,7 @@ def test_supplier_stats_restarted_with_another_sink_topic_shows_in_marquez_the_c
     args = job_args(settings, original)
     # the checkpoint the original job resumes from afterwards: what the shadow job writes is written again
     # into supplier-stats then, so the hop still balances
-    cancel(settings, original)
+    cancel_and_see_its_run_end(settings, original, "supplier-stats")
     checkpoint = flink(settings, "GET", f"/jobs/{original}/checkpoints")["latest"]["completed"]["external_path"]
     shadow_jid = restart_with_flink_cli(settings, original, checkpoint, with_sink_topic(args, "supplier-stats-shadow"))
     try:
@@ -144,7 +159,7 @@ def test_supplier_stats_restarted_with_another_sink_topic_shows_in_marquez_the_c
         assert verified.returncode == 1, verified.stdout[-3000:] + verified.stderr[-2000:]
         assert f"supplier-stats writes {shadow}; declared {declared}" in verified.stdout
     finally:
-        cancel(settings, shadow_jid)
+        cancel_and_see_its_run_end(settings, shadow_jid, "supplier-stats")
         restart_with_flink_cli(settings, original, checkpoint, args)
     wait_for(
         "Marquez showing supplier-stats writing its declared topic again",
