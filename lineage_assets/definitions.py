@@ -9,11 +9,16 @@ from __future__ import annotations
 import dagster as dg
 
 from infra.settings import StackSettings
-from lineage_assets.checks.asset_checks import build_lineage_checks, build_streaming_checks_schedule
+from lineage_assets.checks.asset_checks import (
+    STREAMING_CHECKS_JOB,
+    build_lineage_checks,
+    build_streaming_checks_job,
+    build_streaming_checks_schedule,
+    streaming_assets,
+)
 from lineage_assets.checks.conservation import build_conservation_checks
 from lineage_assets.checks.drift_report import picture_path
 from lineage_assets.checks.engine_lineage import build_engine_lineage_check
-from lineage_assets.checks.latest_state import build_latest_state_checks
 from lineage_assets.checks.verify_job import build_verify_job
 from lineage_assets.connect.assets import build_connect_assets
 from lineage_assets.connect.sensor import build_connector_sensor
@@ -26,6 +31,7 @@ from lineage_assets.freshness import PipelineTunables
 from lineage_assets.jobs import build_main_jobs
 from lineage_assets.kafka.dead_letter_monitor import build_dead_letter_sensor, build_dead_letter_share_check
 from lineage_assets.kafka.dead_letter_topics import build_dead_letter_specs
+from lineage_assets.latest_checks import LatestChecks
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.resources import build_resources
 from lineage_assets.source.generator import generate_orders_job
@@ -41,8 +47,17 @@ def build_definitions(settings: StackSettings) -> dg.Definitions:
     pipeline = Pipeline.from_settings(settings)
     tunables = PipelineTunables.from_settings(settings)
     count_store = count_store_path(settings)
-    latest_checks = build_latest_state_checks(pipeline, tunables.conservation_pending_warn_s, count_store)
     fresh_minutes = tunables.streaming_fresh_minutes
+    asset_checks = [
+        *build_lineage_checks(pipeline),
+        *build_engine_lineage_check(pipeline),
+        build_dead_letter_share_check(pipeline, tunables.dead_letter_max_share),
+        *build_version_drift_checks(pipeline),
+        *build_conservation_checks(pipeline, tunables.conservation_pending_warn_s, count_store),
+    ]
+    streaming_checks = build_streaming_checks_job(pipeline)
+    # the sensors ask for runs of the checks of what they materialize (their ticks only observe)
+    latest_checks = LatestChecks.of(STREAMING_CHECKS_JOB, asset_checks, streaming_assets(pipeline))
     return dg.Definitions(
         assets=[
             *build_connect_assets(pipeline, tunables),
@@ -51,15 +66,14 @@ def build_definitions(settings: StackSettings) -> dg.Definitions:
             build_supplier_stats_asset(pipeline),
             *build_dead_letter_specs(pipeline),
         ],
-        asset_checks=[
-            *build_lineage_checks(pipeline),
-            *build_engine_lineage_check(pipeline),
-            build_dead_letter_share_check(pipeline, tunables.dead_letter_max_share),
-            *build_version_drift_checks(pipeline),
-            *build_conservation_checks(pipeline, tunables.conservation_pending_warn_s, count_store),
+        asset_checks=asset_checks,
+        jobs=[
+            generate_orders_job,
+            build_verify_job(pipeline, picture_path(settings)),
+            *build_main_jobs(pipeline),
+            streaming_checks,
         ],
-        jobs=[generate_orders_job, build_verify_job(pipeline, picture_path(settings)), *build_main_jobs(pipeline)],
-        schedules=[build_streaming_checks_schedule(pipeline), build_finalise_yesterday_schedule(pipeline)],
+        schedules=[build_streaming_checks_schedule(streaming_checks), build_finalise_yesterday_schedule(pipeline)],
         sensors=[
             build_connector_sensor(pipeline, fresh_minutes=fresh_minutes, latest_checks=latest_checks),
             build_flink_job_sensor(pipeline, fresh_minutes, latest_checks=latest_checks),

@@ -3,21 +3,9 @@ every asset carries (so checks and people can see which OpenLineage dataset and 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
-
 import dagster as dg
 
 from lineage_assets.lineage.identity import Dataset, Pipeline
-
-#: what a sensor calls with the materializations it recorded this tick and its resources by name (``lineage`` and
-#: those of the engine it follows: ``flink``/``connect``, ``kafka``, ``iceberg``, ``object_store``): their check
-#: evaluations (and the conservation figures as observations), to report after them. Declared here, below both
-#: the sensors and the checks (checks/latest_state.py builds one), so a sensor names the type without importing up.
-LatestStateChecks = Callable[
-    [dg.DagsterInstance, str, Sequence[dg.AssetMaterialization], Mapping[str, Any]],
-    list[dg.AssetCheckEvaluation | dg.AssetObservation],
-]
 
 
 def asset_key(ds: Dataset) -> dg.AssetKey:

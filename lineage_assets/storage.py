@@ -27,6 +27,11 @@ class ObjectStoreResource(dg.ConfigurableResource):
         return s3_client_for(self.endpoint, self.access_key_id, self.secret_access_key, self.region)
 
 
+#: seconds a sensor tick waits for each answer of the catalog (at most): a tick reads one small table metadata, and a
+#: tick that waits for a hung catalog must end well inside Dagster's 60 s sensor timeout with its other reports
+TICK_READ_TIMEOUT_S = 10.0
+
+
 class IcebergResource(dg.ConfigurableResource):
     """The Iceberg REST catalog, read with pyiceberg (table metadata, snapshots, row counts)."""
 
@@ -42,9 +47,10 @@ class IcebergResource(dg.ConfigurableResource):
     connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
     read_timeout_s: float = DEFAULT_READ_TIMEOUT_S
 
-    def catalog(self):
+    def catalog(self, read_timeout_s: float | None = None):
         """The catalog; a call it cannot finish within the timeouts raises ``requests.Timeout`` (catalog) or
-        ``OSError`` (object store)."""
+        ``OSError`` (object store). ``read_timeout_s``: a shorter wait for each answer (a sensor tick's: see
+        ``TICK_READ_TIMEOUT_S``)."""
         from pyiceberg.catalog import load_catalog
 
         props = pyiceberg_properties_for(
@@ -54,7 +60,7 @@ class IcebergResource(dg.ConfigurableResource):
             self.secret_access_key,
             self.region,
             self.connect_timeout_s,
-            self.read_timeout_s,
+            min(self.read_timeout_s, read_timeout_s) if read_timeout_s else self.read_timeout_s,
         )
         props.update(catalog_credentials(self.token, self.credential))
         return load_catalog(CATALOG_NAME, **props)

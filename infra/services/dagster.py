@@ -24,13 +24,8 @@ def dagster_cli(home: Path, workspace: Path, *args: str, timeout: float = 120) -
     )
 
 
-#: seconds the daemon waits for one sensor evaluation (Dagster's default is 60). A tick that records a
-#: materialization also evaluates that asset's checks and reconciles its hop; on two busy cores (a Spark run starting)
-#: that took over 60 s, and a tick that times out is lost whole: its cursor, its events and its check evaluations,
-#: so the next tick redoes the work and the sensor can fall behind for good. DAGSTER_SENSOR_GRPC_TIMEOUT_SECONDS set
-#: in the environment of `stack up` takes precedence.
-SENSOR_TIMEOUT_S = 300
-SENSOR_TIMEOUT_ENV = "DAGSTER_SENSOR_GRPC_TIMEOUT_SECONDS"
+#: the tag of the check runs the sensors ask for (lineage_assets/latest_checks.py), limited to one run at a time
+CHECK_RUNS_TAG = "lineage-lab/checks-requested-by"
 #: sensors evaluated at once: the daemon evaluates them one after another by default, so one slow tick of the Flink
 #: sensor delayed the connector sensor's too
 SENSOR_WORKERS = 4
@@ -39,7 +34,8 @@ SENSOR_WORKERS = 4
 def instance_config(max_concurrent_runs: int) -> str:
     """The instance's dagster.yaml (rewritten at every start: the stack owns it). Runs and event logs in SQLite
     under DAGSTER_HOME; telemetry off on a machine with no internet; runs go through the daemon's queue, at most
-    ``max_concurrent_runs`` at once, and every pool (the Spark runs' ``spark``) one run at a time; the sensors in
+    ``max_concurrent_runs`` at once, the check runs the sensors ask for one at a time (so a Spark run always finds a
+    slot), and every pool (the Spark runs' ``spark``) one run at a time; the sensors in
     ``SENSOR_WORKERS`` threads."""
     return f"""telemetry:
   enabled: false
@@ -49,6 +45,9 @@ sensors:
 concurrency:
   runs:
     max_concurrent_runs: {max_concurrent_runs}
+    tag_concurrency_limits:
+      - key: "{CHECK_RUNS_TAG}"
+        limit: 1
   pools:
     granularity: run
     default_limit: 1
@@ -87,7 +86,6 @@ class DagsterDev(Service):
             env={
                 **self.settings.as_env(),
                 "DAGSTER_HOME": str(self.dagster_home),
-                SENSOR_TIMEOUT_ENV: os.environ.get(SENSOR_TIMEOUT_ENV) or str(SENSOR_TIMEOUT_S),
             },
             cwd=REPO_ROOT,
         )

@@ -6,14 +6,15 @@ streaming assets, on a schedule.
 
 A run reads the graph from Marquez's REST API ONCE: every asset's six checks belong to one subsettable multi-asset
 check, one step that reads the graph and evaluates whichever checks the run selected (``build_lineage_checks``); the
-sensors' ticks share one read likewise (``latest_state``). The read asks about the pipeline's own nodes only
-(``marquez_graph``), so a check costs the same however much other teams' lineage Marquez holds.
+check runs the sensors ask for are such runs (``latest_checks``). The read asks about the pipeline's own nodes
+only (``marquez_graph``), so a check costs the same however much other teams' lineage Marquez holds.
 
 When a check fails, the project's own events (the lineage outbox) are replayed to say why: sent but Marquez holds
 something else, still queued, or never sent.
 """
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import dagster as dg
 
@@ -30,6 +31,9 @@ from lineage_assets.lineage.marquez_client import MarquezError
 from lineage_assets.lineage.outbox import Counts
 from lineage_assets.lineage.resource import LineageResource
 from lineage_assets.metadata import asset_key
+
+if TYPE_CHECKING:
+    from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 
 CHECKS = {
     "lineage_dataset_exists": "(a) the dataset is in the lineage graph under the identity lineage_assets gives",
@@ -211,7 +215,7 @@ def lineage_results(
     graph: LineageGraph | MarquezError | None = None,
     replay: Replay | None = None,
 ) -> list[dg.AssetCheckResult]:
-    """The six lineage checks' results for ``ds``, as a check run and a sensor tick both record them."""
+    """The six lineage checks' results for ``ds``."""
     replay = replay or Replay(lineage)
     counts = replay.counts
     delivery = {"lineage/backlog": counts.queued, "lineage/backlog_age_s": round(counts.backlog_age, 1)}
@@ -228,10 +232,30 @@ def lineage_results(
     ]
 
 
-def build_streaming_checks_schedule(pipeline: Pipeline) -> dg.ScheduleDefinition:
+#: the job of the streaming assets' checks: the 5-minute schedule runs all of them, the sensors those of what they
+#: just materialized (lineage_assets/latest_checks.py)
+STREAMING_CHECKS_JOB = "streaming_lineage_checks"
+
+
+def streaming_assets(pipeline: Pipeline) -> list[dg.AssetKey]:
+    """The assets whose producers run forever."""
+    return [asset_key(ds) for ds in pipeline.datasets.values() if _streaming(pipeline, ds)]
+
+
+def build_streaming_checks_job(pipeline: Pipeline) -> "UnresolvedAssetJobDefinition":
+    """Every check of the streaming assets, its steps one after another in the run's own process: a check run is
+    small and frequent, and a process per step would cost more than the checks on two cores."""
+    return dg.define_asset_job(
+        STREAMING_CHECKS_JOB,
+        selection=dg.AssetSelection.checks_for_assets(*streaming_assets(pipeline)),
+        executor_def=dg.in_process_executor,
+        description="the checks of the streaming assets: every 5 minutes all of them, and after a sensor records a "
+        "materialization those of that asset",
+    )
+
+
+def build_streaming_checks_schedule(job: "UnresolvedAssetJobDefinition") -> dg.ScheduleDefinition:
     """The checks of the assets whose producers run forever, every 5 minutes (a stopped job shows up here)."""
-    streaming = [asset_key(ds) for ds in pipeline.datasets.values() if _streaming(pipeline, ds)]
-    job = dg.define_asset_job("streaming_lineage_checks", selection=dg.AssetSelection.checks_for_assets(*streaming))
     return dg.ScheduleDefinition(
         name="streaming_lineage_checks_every_5_minutes",
         job=job,

@@ -1,7 +1,8 @@
 """The ``conservation`` check on each hop's output asset: every record of the hop's input is in its outputs, its
 dead letters or still pending. It fails on records missing or doubled (naming any other writer and the count), warns
 when records stay pending longer than ``conservation_pending_warn_s`` or when a store cannot be read (then nothing
-is concluded), and records the figures as numeric metadata, so the asset page plots them over time.
+is concluded), and records the figures as numeric metadata, so the asset page plots them over time. A hop of a job
+that runs forever also tells the job's open OpenLineage run what it moved (hop_statistics.py).
 """
 
 import time
@@ -10,6 +11,7 @@ from types import SimpleNamespace
 
 import dagster as dg
 
+from lineage_assets.checks.hop_statistics import tell_open_run
 from lineage_assets.connect.resource import ConnectResource
 from lineage_assets.conservation.balance import HopBalance
 from lineage_assets.conservation.hops import Hop, hops
@@ -18,11 +20,15 @@ from lineage_assets.conservation.stores import Stores
 from lineage_assets.flink.resource import FlinkResource
 from lineage_assets.kafka.resource import KafkaResource
 from lineage_assets.lineage.identity import Pipeline
+from lineage_assets.lineage.resource import LineageResource
 from lineage_assets.metadata import asset_key
 from lineage_assets.source.resource import SourceDatabaseResource
 from lineage_assets.storage import IcebergResource, ObjectStoreResource
 
 CHECK = "conservation"
+#: seconds a check waits for another reconciliation of the same hop (the CLI's, another run's) before saying the hop
+#: is busy (unknown) instead of waiting for it
+LOCK_WAIT_S = 600.0
 DESCRIPTION = (
     "every record of the hop's input is in its outputs, its dead letters or pending (not yet committed); fails on "
     "missing or doubled records, warns on records pending too long or a store that cannot be read"
@@ -94,12 +100,22 @@ def _check_for(pipeline: Pipeline, pending_warn_s: int, count_store: Path, hop: 
         flink: FlinkResource,
         connect: ConnectResource,
         source_db: SourceDatabaseResource,
+        lineage: LineageResource,
     ) -> dg.AssetCheckResult:
         resources = SimpleNamespace(
-            kafka=kafka, iceberg=iceberg, object_store=object_store, flink=flink, connect=connect, source_db=source_db
+            kafka=kafka,
+            iceberg=iceberg,
+            object_store=object_store,
+            flink=flink,
+            connect=connect,
+            source_db=source_db,
+            lineage=lineage,
         )
-        (balance,) = reconcile(Stores(pipeline, resources, count_store), jobs=[hop.job.name])
+        stores = Stores(pipeline, resources, count_store)
+        (balance,) = reconcile(stores, jobs=[hop.job.name], lock_timeout=LOCK_WAIT_S)
         context.op_execution_context.log_event(observation_for(balance, key))
+        told = tell_open_run(context.instance, pipeline, hop, key, balance, stores.counts, resources)
+        context.log.info(f"{hop.job.name}: {told}")
         return result_for(balance, key, pending_warn_s, time.time())
 
     return conservation

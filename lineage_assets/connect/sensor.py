@@ -22,13 +22,14 @@ from lineage_assets.freshness import CAUGHT_UP, NEW_DATA, REASON, PipelineTunabl
 from lineage_assets.kafka.observed import observed_event_builder
 from lineage_assets.kafka.resource import KafkaResource
 from lineage_assets.kafka.topics import KafkaUnavailable, consumer_lag, end_offsets
+from lineage_assets.latest_checks import LatestChecks
 from lineage_assets.lineage.account import Account, Unknown
 from lineage_assets.lineage.events import RunState, run_id_for
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.lineage.marquez_client import MarquezError
 from lineage_assets.lineage.open_runs import open_runs, run_closed
 from lineage_assets.lineage.resource import LineageResource
-from lineage_assets.metadata import LatestStateChecks, asset_key
+from lineage_assets.metadata import asset_key
 from lineage_assets.source.resource import SourceDatabaseResource
 from lineage_assets.storage import ObjectStoreResource
 
@@ -46,10 +47,11 @@ def build_connector_sensor(
     connectors: dict[str, str] | None = None,
     name: str = "connector_sensor",
     fresh_minutes: int = PipelineTunables.streaming_fresh_minutes,
-    latest_checks: LatestStateChecks | None = None,
+    latest_checks: LatestChecks | None = None,
 ) -> dg.SensorDefinition:
     """``fresh_minutes``: the streaming outputs' freshness window (a caught-up connector's archive is materialized
-    every quarter of it); ``latest_checks``: evaluates the checks of the archive in the tick that materializes it."""
+    every quarter of it); ``latest_checks``: the run of the archive's checks, asked for by the tick that materializes
+    it."""
     watched = connectors or CONNECTORS
     topic_key = asset_key(pipeline.dataset("kafka_orders"))
     archive_key = asset_key(pipeline.dataset("archive_orders"))
@@ -60,6 +62,7 @@ def build_connector_sensor(
         description="Connect connector/task states, topic offsets, archive objects and dead letters as asset "
         "observations; OpenLineage START/RUNNING/FAIL/ABORT for orders-source and orders-s3-sink.",
         default_status=dg.DefaultSensorStatus.RUNNING,
+        job_name=latest_checks.job_name if latest_checks else None,
     )
     def connector_sensor(
         context: dg.SensorEvaluationContext,
@@ -252,12 +255,14 @@ def build_connector_sensor(
             facts = next(o.metadata for o in observations if o.asset_key == archive_key)
             materialization = dg.AssetMaterialization(asset_key=archive_key, metadata={**facts, REASON: reason})
             observations.append(materialization)
-            if latest_checks is not None:
-                own = {"lineage": lineage, "connect": connect, "kafka": kafka, "object_store": object_store}
-                observations += latest_checks(context.instance, name, [materialization], own)
+        request = (
+            latest_checks.request(context.instance, name, [archive_key], cursor) if latest_checks and reason else None
+        )
         cursor[ARCHIVE_CURSOR] = objects
         cursor[ARCHIVE_LISTING] = listed
-        return dg.SensorResult(asset_events=observations, cursor=json.dumps(cursor))
+        return dg.SensorResult(
+            asset_events=observations, run_requests=[request] if request else [], cursor=json.dumps(cursor)
+        )
 
     return connector_sensor
 

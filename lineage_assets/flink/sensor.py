@@ -30,6 +30,7 @@ from lineage_assets.freshness import CAUGHT_UP, NEW_DATA, REASON, PipelineTunabl
 from lineage_assets.kafka.observed import observed_event_builder
 from lineage_assets.kafka.resource import KafkaResource
 from lineage_assets.kafka.topics import KafkaUnavailable, consumer_lag, end_offsets
+from lineage_assets.latest_checks import LatestChecks
 from lineage_assets.lineage.account import Account, Unknown, reportable
 from lineage_assets.lineage.events import EventBuilder, RunState
 from lineage_assets.lineage.identity import CONSUMER_GROUPS, Dataset, Pipeline
@@ -37,8 +38,8 @@ from lineage_assets.lineage.marquez_client import MarquezError
 from lineage_assets.lineage.open_runs import open_runs, run_facet
 from lineage_assets.lineage.outbox import LineageEmitter
 from lineage_assets.lineage.resource import LineageResource
-from lineage_assets.metadata import LatestStateChecks, asset_key
-from lineage_assets.storage import IcebergResource
+from lineage_assets.metadata import asset_key
+from lineage_assets.storage import TICK_READ_TIMEOUT_S, IcebergResource
 
 #: (facts about the job's output, a marker that changes exactly when new data arrived)
 OutputFacts = tuple[dict[str, object], str | None]
@@ -53,7 +54,7 @@ class TrackedJob:
 
 
 def iceberg_facts(pipeline: Pipeline, target: Dataset, iceberg: IcebergResource, kafka: KafkaResource) -> OutputFacts:
-    snapshot = iceberg.catalog().load_table(target.symlinks[0].name).current_snapshot()
+    snapshot = iceberg.catalog(TICK_READ_TIMEOUT_S).load_table(target.symlinks[0].name).current_snapshot()
     rows = int(snapshot.summary.get("total-records", 0)) if snapshot and snapshot.summary else 0
     snapshot_id = str(snapshot.snapshot_id) if snapshot else None
     return {"iceberg/snapshot_id": snapshot_id or "none", "dagster/row_count": rows}, snapshot_id
@@ -161,11 +162,11 @@ def follow_account(
 def build_flink_job_sensor(
     pipeline: Pipeline,
     fresh_minutes: int = PipelineTunables.streaming_fresh_minutes,
-    latest_checks: LatestStateChecks | None = None,
+    latest_checks: LatestChecks | None = None,
 ) -> dg.SensorDefinition:
     """``fresh_minutes``: the streaming outputs' freshness window (a caught-up job's output is materialized every
-    quarter of it); ``latest_checks``: evaluates the checks of each asset this sensor materializes, in the same
-    tick."""
+    quarter of it); ``latest_checks``: the run of the checks of each asset this sensor materializes, asked for in the
+    same tick."""
     followed = tracked_jobs(pipeline)
 
     @dg.sensor(
@@ -176,6 +177,7 @@ def build_flink_job_sensor(
         "records, checkpoints and output data; opens an OpenLineage run for a running job that has none and closes "
         "a run (ABORT, FAIL or COMPLETE) when its job stops, is replaced, is lost, or the cluster goes away.",
         default_status=dg.DefaultSensorStatus.RUNNING,
+        job_name=latest_checks.job_name if latest_checks else None,
     )
     def flink_job_sensor(
         context: dg.SensorEvaluationContext,
@@ -352,10 +354,11 @@ def build_flink_job_sensor(
                 seen["data"] = marker
         if not events:
             return dg.SkipReason(f"no Flink job of these names on {client.url}: {', '.join(absent)}")
+        run_requests = []
         if latest_checks is not None:
-            materialized = [e for e in events if isinstance(e, dg.AssetMaterialization)]
-            own = {"lineage": lineage, "flink": flink, "kafka": kafka, "iceberg": iceberg}
-            events += latest_checks(context.instance, "flink_job_sensor", materialized, own)
-        return dg.SensorResult(asset_events=events, cursor=json.dumps(cursor))
+            materialized = [e.asset_key for e in events if isinstance(e, dg.AssetMaterialization)]
+            request = latest_checks.request(context.instance, "flink_job_sensor", materialized, cursor)
+            run_requests = [request] if request else []
+        return dg.SensorResult(asset_events=events, run_requests=run_requests, cursor=json.dumps(cursor))
 
     return flink_job_sensor

@@ -30,7 +30,7 @@ from pyiceberg.exceptions import NoSuchTableError
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.metadata import asset_key
 from lineage_assets.spark.partitions import DAILY
-from lineage_assets.storage import IcebergResource
+from lineage_assets.storage import TICK_READ_TIMEOUT_S, IcebergResource
 
 PARTITION_KEY_PREFIX = "partitions."
 #: the metadata key under which a materialization of the Iceberg table names its current snapshot
@@ -177,7 +177,7 @@ def build_supplier_stats_partition_sensor(
         if until is None:
             return dg.SkipReason(f"the new materialization of {source_key.to_user_string()} reports no snapshot")
         try:
-            table = iceberg.catalog().load_table(source.symlinks[0].name)
+            table = iceberg.catalog(TICK_READ_TIMEOUT_S).load_table(source.symlinks[0].name)
         except NoSuchTableError:
             return dg.SkipReason(
                 f"Iceberg table {source.symlinks[0].name} does not exist: materialize {source_key.to_user_string()}"

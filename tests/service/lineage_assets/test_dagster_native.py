@@ -53,7 +53,7 @@ query ($path: [String!]!) {
       assetMaterializations(limit: 1) { timestamp }
       assetChecksOrError { ... on AssetChecks { checks {
         name
-        executionForLatestMaterialization { status evaluation { success timestamp } }
+        executionForLatestMaterialization { status runId evaluation { success timestamp } }
       } } }
     }
   }
@@ -163,8 +163,8 @@ def test_a_snapshot_that_touches_two_days_gives_one_run_per_day_once(settings, s
 
 
 def test_every_streaming_asset_has_check_results_for_its_latest_materialization(settings, pipeline_ran):
-    """The sensors evaluate the checks of what they materialize in the same tick, the schedule the rest: the asset
-    page never shows a check as not executed for the latest materialization for long."""
+    """The sensors ask for runs of the checks of what they materialize, the schedule runs the rest: the asset page
+    never shows a check as not executed for the latest materialization for long."""
     deadline = time.monotonic() + 420
     while True:
         missing = {}
@@ -182,9 +182,18 @@ def test_every_streaming_asset_has_check_results_for_its_latest_materialization(
     assert not missing, f"checks without a result for the latest materialization: {missing}"
 
 
-def test_the_ui_shows_the_asset_sensor_and_the_latest_checks(settings, browser, pipeline_ran):
-    """The sensor page names its monitored asset; the Iceberg orders page lists every check with a result, the
-    one shown evaluated by the sensor tick that recorded the latest materialization. Screenshots kept."""
+def latest_execution_run(settings, path: list[str], check: str) -> str | None:
+    """The run that produced the latest materialization's execution of ``check`` (None: not executed)."""
+    node = graphql(settings, CHECKS_QUERY, path=path)["assetNodeOrError"]
+    (found,) = [c for c in node["assetChecksOrError"]["checks"] if c["name"] == check]
+    execution = found["executionForLatestMaterialization"]
+    return execution["runId"] if execution else None
+
+
+def test_the_ui_shows_the_asset_sensor_and_the_latest_checks(settings, browser, stack_instance, pipeline_ran):
+    """The sensor page names its monitored asset; the Iceberg orders page lists every check with a result for the
+    latest materialization, and the run that produced it, a run of the streaming checks job that flink_job_sensor
+    asked for after it recorded that materialization (the tick itself evaluates nothing). Screenshots kept."""
     base = f"http://{settings.host}:{settings.dagster_port}"
     page = open_page(
         browser,
@@ -195,19 +204,26 @@ def test_the_ui_shows_the_asset_sensor_and_the_latest_checks(settings, browser, 
     assert page.get_by_text("iceberg / default / orders", exact=False).count()
     page.close()
     shot = ARTIFACTS / "dagster-asset-checks-iceberg-default-orders.png"
-    # The check run of the schedule can evaluate the latest materialization after the sensor tick that recorded it
-    # (or while that tick found the hop busy): then the execution shown is the run's. The sensor records another
-    # materialization within a quarter of the freshness window and evaluates it, so the page is read again until it
-    # shows a tick's evaluation, for at most a few of those windows.
+    # The 5-minute schedule's run (or the main job's) can evaluate the latest materialization instead, and a new
+    # materialization can land while the page loads: the page is read again until the run shown, the same before
+    # and after the page was read, is one the sensor asked for, for at most a few freshness windows.
     deadline = time.monotonic() + 300
     while True:
+        # the page opens on the first check (conservation): its latest execution links to the run that produced it
+        before = latest_execution_run(settings, ORDERS, "conservation")
         page = open_page(browser, f"{base}/assets/{'/'.join(ORDERS)}?view=checks", shot, "Latest execution")
         body = page.inner_text("body")
+        linked = {page.locator("a").nth(i).get_attribute("href") for i in range(page.locator("a").count())}
         page.close()
+        after = latest_execution_run(settings, ORDERS, "conservation")
         for check in ("lineage_dataset_exists", "lineage_run_state_agrees", "flink_job_version_current"):
             assert check in body, f"{check} is not listed; see {shot}"
-        if ("Not evaluated" not in body and "evaluated_by" in body) or time.monotonic() > deadline:
+        run = stack_instance.get_run_by_id(after) if after and after == before else None
+        by_sensor = run is not None and run.tags.get("lineage-lab/checks-requested-by") == "flink_job_sensor"
+        if ("Not evaluated" not in body and by_sensor) or time.monotonic() > deadline:
             break
         time.sleep(15)
     assert "Not evaluated" not in body, f"a check of the latest materialization is not evaluated; see {shot}"
-    assert "evaluated_by" in body, f"no sensor tick evaluated the latest materialization's checks in 5 min; see {shot}"
+    assert by_sensor, f"no run that flink_job_sensor asked for evaluated the latest materialization; see {shot}"
+    assert run.job_name == "streaming_lineage_checks"
+    assert any(after in link for link in linked if link), f"the page does not link run {after}: {linked}; see {shot}"

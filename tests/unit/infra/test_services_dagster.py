@@ -1,5 +1,5 @@
-"""The Dagster instance the stack writes: sensors evaluated in threads, with a tick timeout long enough for a tick
-that evaluates checks (a timed-out tick loses its cursor, events and evaluations)."""
+"""The Dagster instance the stack writes: sensors evaluated in threads, Dagster's own sensor timeout (a tick only
+observes: the checks run in runs), and the check runs the sensors ask for one at a time, in both deployments."""
 
 from pathlib import Path
 
@@ -8,28 +8,31 @@ import yaml
 from infra.services.dagster import DagsterDev, instance_config
 from infra.settings import StackSettings
 
+#: the check runs' tag and limit, written out by hand
+ONE_CHECK_RUN_AT_A_TIME = [{"key": "lineage-lab/checks-requested-by", "limit": 1}]
+
 
 def test_the_instance_evaluates_sensors_in_four_threads():
     config = yaml.safe_load(instance_config(3))
     assert config["sensors"] == {"use_threads": True, "num_workers": 4}
 
 
-def test_dagster_dev_gives_a_sensor_tick_five_minutes(tmp_path: Path, monkeypatch):
+def test_the_instance_runs_one_sensor_requested_check_run_at_a_time():
+    runs = yaml.safe_load(instance_config(3))["concurrency"]["runs"]
+    assert runs == {"max_concurrent_runs": 3, "tag_concurrency_limits": ONE_CHECK_RUN_AT_A_TIME}
+
+
+def test_dagster_dev_keeps_dagsters_own_sensor_timeout(tmp_path: Path, monkeypatch):
     monkeypatch.delenv("DAGSTER_SENSOR_GRPC_TIMEOUT_SECONDS", raising=False)
     launch = DagsterDev(StackSettings(home=tmp_path)).launch()
-    assert launch.env["DAGSTER_SENSOR_GRPC_TIMEOUT_SECONDS"] == "300"
+    assert "DAGSTER_SENSOR_GRPC_TIMEOUT_SECONDS" not in launch.env
     assert launch.env["DAGSTER_HOME"] == str(tmp_path / "data" / "dagster")
-
-
-def test_a_timeout_in_the_environment_takes_precedence(tmp_path: Path, monkeypatch):
-    monkeypatch.setenv("DAGSTER_SENSOR_GRPC_TIMEOUT_SECONDS", "900")
-    assert DagsterDev(StackSettings(home=tmp_path)).launch().env["DAGSTER_SENSOR_GRPC_TIMEOUT_SECONDS"] == "900"
 
 
 def test_the_compose_instance_matches():
     root = Path(__file__).resolve().parents[3] / "infra" / "compose"
     config = yaml.safe_load((root / "dagster" / "dagster.yaml").read_text())
     assert config["sensors"] == {"use_threads": True, "num_workers": 4}
+    assert config["concurrency"]["runs"]["tag_concurrency_limits"] == ONE_CHECK_RUN_AT_A_TIME
     compose = yaml.safe_load((root / "docker-compose.yml").read_text())
-    timeout = compose["x-endpoints"]["DAGSTER_SENSOR_GRPC_TIMEOUT_SECONDS"]
-    assert timeout == "${DAGSTER_SENSOR_GRPC_TIMEOUT_SECONDS:-300}"  # 300 unless the environment sets it
+    assert "DAGSTER_SENSOR_GRPC_TIMEOUT_SECONDS" not in compose["x-endpoints"]

@@ -11,7 +11,11 @@ import dagster as dg
 import pytest
 
 from infra.settings import StackSettings
-from lineage_assets.checks.asset_checks import build_lineage_checks, build_streaming_checks_schedule
+from lineage_assets.checks.asset_checks import (
+    build_lineage_checks,
+    build_streaming_checks_job,
+    build_streaming_checks_schedule,
+)
 from lineage_assets.checks.conservation import checked_hops
 from lineage_assets.checks.drift_report import expected_column_edges, verify
 from lineage_assets.checks.graph import LineageGraph
@@ -108,7 +112,7 @@ def defs(settings, pipeline) -> dg.Definitions:
     return dg.Definitions(
         assets=[*product.assets, build_supplier_daily_asset(pipeline)],
         asset_checks=build_lineage_checks(pipeline),
-        schedules=[build_streaming_checks_schedule(pipeline)],
+        schedules=[build_streaming_checks_schedule(build_streaming_checks_job(pipeline))],
         resources=product.resources,
     )
 
