@@ -131,6 +131,10 @@ class StackSettings:
     # seconds a hop's records may stay pending (read, not yet committed, flushed or emitted) before its
     # `conservation` check warns
     conservation_pending_warn_s: int = 600
+    # seconds a supplier_stats day may lag its newest orders while they flow: the new-orders sensor asks for a run
+    # of a day once its last write is this old (a day never written at once); 0 asks for one per new snapshot. Less
+    # than conservation_pending_warn_s, or the conservation check would warn about orders pending by design
+    supplier_stats_freshness_s: int = 120
     # seconds a client of a store (the Iceberg catalog and the object store, as pyiceberg reads them) waits to
     # connect, and then for each answer: a store that accepts connections and never answers is reported as not
     # answering after them, never waited on
@@ -186,7 +190,18 @@ class StackSettings:
                 values[f.name] = raw
         settings = cls(**values)  # type: ignore[arg-type]
         settings.check_external()
+        settings.check_budgets()
         return settings
+
+    def check_budgets(self) -> None:
+        """The supplier_stats freshness budget must end before the conservation check warns about what it defers."""
+        budget, warn = self.supplier_stats_freshness_s, self.conservation_pending_warn_s
+        if not 0 <= budget < warn:
+            raise SettingsError(
+                f"{ENV_PREFIX}SUPPLIER_STATS_FRESHNESS_S={budget} must be at least 0 and less than "
+                f"{ENV_PREFIX}CONSERVATION_PENDING_WARN_S={warn}: the conservation check would warn about orders the "
+                "sensor defers by design; lower the budget or raise the warning"
+            )
 
     def check_external(self) -> None:
         """External endpoints must be usable as given: http(s) URLs, and host:port pairs for Kafka."""

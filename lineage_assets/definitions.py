@@ -77,7 +77,7 @@ def build_definitions(settings: StackSettings) -> dg.Definitions:
         sensors=[
             build_connector_sensor(pipeline, fresh_minutes=fresh_minutes, latest_checks=latest_checks),
             build_flink_job_sensor(pipeline, fresh_minutes, latest_checks=latest_checks),
-            build_supplier_stats_partition_sensor(pipeline),
+            build_supplier_stats_partition_sensor(pipeline, freshness_s=tunables.supplier_stats_freshness_s),
             build_dead_letter_sensor(pipeline),
         ],
         resources=build_resources(settings),

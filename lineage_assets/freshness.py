@@ -34,6 +34,8 @@ class PipelineTunables:
     #: the valid-order rule of both Flink jobs: how far in the future and in the past an order's bid_time may be
     order_max_future_s: int = StackSettings.order_max_future_s
     order_max_past_s: int = StackSettings.order_max_past_s
+    #: seconds a supplier_stats day may lag its newest orders while they flow (the new-orders sensor's budget)
+    supplier_stats_freshness_s: int = StackSettings.supplier_stats_freshness_s
 
     @classmethod
     def from_settings(cls, settings: StackSettings) -> PipelineTunables:
@@ -43,6 +45,7 @@ class PipelineTunables:
             dead_letter_max_share=settings.dead_letter_max_share,
             order_max_future_s=settings.order_max_future_s,
             order_max_past_s=settings.order_max_past_s,
+            supplier_stats_freshness_s=settings.supplier_stats_freshness_s,
         )
 
 

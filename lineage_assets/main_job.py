@@ -31,7 +31,7 @@ from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.lineage.marquez_client import MarquezError, lineage_page
 from lineage_assets.lineage.outbox import Outbox
 from lineage_assets.metadata import asset_key
-from lineage_assets.spark.new_orders_sensor import SUPPLIER_STATS_DAYS_JOB
+from lineage_assets.spark.new_orders_sensor import SUPPLIER_STATS_DAYS_JOB, owed_days
 
 BATCH = "iceberg_supplier_stats"
 #: the sensor that requests supplier_stats for the days new Iceberg snapshots touched
@@ -450,6 +450,13 @@ def _batch_diagnosis(
                 started = dt.datetime.fromtimestamp(r.start_time, dt.UTC).strftime("%H:%M:%S") if r.start_time else "-"
                 seen.append(f"{r.dagster_run.run_id} ({day}) {r.dagster_run.status.value}, started {started}")
     if not seen:
+        owed = sorted(set(owed_days(instance, BATCH_SENSOR)) & set(days))
+        if owed:
+            return (
+                f"{BATCH_SENSOR} owes {', '.join(owed)} a run under its freshness budget "
+                "(LINEAGE_LAB_SUPPLIER_STATS_FRESHNESS_S): it asks for it with the next materialization of the orders "
+                "table once the budget has passed; is iceberg-ingestion still running? Its ticks in the UI say when"
+            )
         return (
             f"{BATCH_SENSOR} requested no run although flink_job_sensor recorded the new snapshot: is it on? "
             "Its ticks in the UI say why"

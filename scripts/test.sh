@@ -118,6 +118,9 @@ if ! .venv/bin/lineage-lab stack status >/dev/null 2>&1; then
 fi
 # a short freshness window, so the test that cancels a Flink job sees its output turn late in test time
 export LINEAGE_LAB_STREAMING_FRESH_MINUTES="${LINEAGE_LAB_STREAMING_FRESH_MINUTES:-2}"
+# a short supplier_stats freshness budget, so a day the tests write again gets its run within their waits (the budget
+# path still runs: a day written less than 30 s ago is owed, not asked for)
+export LINEAGE_LAB_SUPPLIER_STATS_FRESHNESS_S="${LINEAGE_LAB_SUPPLIER_STATS_FRESHNESS_S:-30}"
 echo "== embedded stack"
 phase stack running
 .venv/bin/lineage-lab stack up

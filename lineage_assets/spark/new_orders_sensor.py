@@ -5,9 +5,16 @@ snapshot id (``iceberg/snapshot_id``). Dagster hands this sensor the newest mate
 storage id of the one handled last). The snapshots between the two (the one the handled materialization reported,
 excluded, to the new one, included) are walked along the table's parent chain, and the day partitions each changed
 are read from its summary (``partitions.bid_time_day=<day>``, written because the table sets
-``write.summary.partition-limit``). A ``supplier_stats`` run is requested for exactly those days, once: each
-request's run key names the snapshot and day, and Dagster never launches a run key twice. A day whose run is still
-queued is not asked for again: that run reads the table when it starts, new snapshot included.
+``write.summary.partition-limit``). Those days are owed a run, under a freshness budget: a day never written is asked
+for at once; a day written (or whose run started) less than the budget ago stays owed until then, so while orders
+flow a day gets at most one run per budget, and each run adds only what came since (``mode: incremental``). A run's
+key names the newest snapshot of its day and the day, and Dagster never launches a run key twice. A day whose run is
+still queued is not asked for again: that run reads the table when it starts, new snapshot included.
+
+The owed days are kept in the Dagster instance's key-value store (``OWED_KEY``): an asset sensor's cursor is Dagster's
+own (the storage id handled last). They are looked at again with the next materialization of the orders table: while
+the Flink job runs, the Flink job sensor records one per new snapshot and, caught up, one every quarter of the
+freshness window, so a day owed when the orders stop gets its run within the budget and that quarter window.
 
 Its first tick starts from the last deployment of the Flink job (the last materialization of the table by a run):
 snapshots committed after it are handled, so the orders of a pipeline deployed just now are not missed; days
@@ -19,8 +26,10 @@ handles the same snapshots and nothing is lost.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import dagster as dg
@@ -126,6 +135,67 @@ def queued_days(instance: dg.DagsterInstance, target: dg.AssetKey, days: Iterabl
     return queued
 
 
+@dataclass(frozen=True)
+class Due:
+    """The days to ask a run for now, and the others still owed with the time (epoch seconds) each falls due."""
+
+    now: tuple[str, ...]
+    later: Mapping[str, float]
+
+
+def due_days(
+    owed: Iterable[str],
+    last_write: Mapping[str, float | None],
+    queued: Iterable[str],
+    now: float,
+    budget_s: float,
+) -> Due:
+    """Which owed days a run is asked for now: a day never written is due at once (its first rows do not wait), a
+    day whose last write (or the start of a run of it) is ``budget_s`` old is due, a day with a run waiting to start
+    is neither (that run reads its new orders when it starts); every other day stays owed until it falls due."""
+    waiting = set(queued)
+    ready, later = [], {}
+    for day in sorted(set(owed)):
+        if day in waiting:
+            continue
+        written = last_write.get(day)
+        if written is None or now - written >= budget_s:
+            ready.append(day)
+        else:
+            later[day] = written + budget_s
+    return Due(tuple(ready), later)
+
+
+def last_write(instance: dg.DagsterInstance, target: dg.AssetKey, day: str) -> float | None:
+    """When ``day`` of ``target`` was last written, or a run of it started (epoch seconds; None: neither)."""
+    times = [
+        r.timestamp
+        for r in instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=target, asset_partitions=[day]), limit=1
+        ).records
+    ]
+    started = instance.get_run_records(
+        filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED], tags={"dagster/partition": day}), limit=5
+    )
+    times += [r.start_time for r in started if r.start_time and target in (r.dagster_run.asset_selection or ())]
+    return max(times, default=None)
+
+
+def owed_key(sensor: str) -> str:
+    """Where the instance keeps the days ``sensor`` owes a run."""
+    return f"lineage-lab/{sensor}/owed-days"
+
+
+def owed_days(instance: dg.DagsterInstance, sensor: str) -> dict[str, int]:
+    """The days ``sensor`` owes a run (day -> the newest snapshot that changed it)."""
+    text = instance.run_storage.get_cursor_values({owed_key(sensor)}).get(owed_key(sensor))
+    return {day: int(snapshot) for day, snapshot in json.loads(text).items()} if text else {}
+
+
+def keep_owed(instance: dg.DagsterInstance, sensor: str, owed: Mapping[str, int]) -> None:
+    instance.run_storage.set_cursor_values({owed_key(sensor): json.dumps(dict(sorted(owed.items())))})
+
+
 class CatalogUnavailable(RuntimeError):
     """The Iceberg catalog did not answer: the tick fails, so Dagster keeps the cursor and nothing is skipped."""
 
@@ -150,8 +220,9 @@ def handled_snapshot(instance: dg.DagsterInstance, key: dg.AssetKey, cursor: str
 
 
 def build_supplier_stats_partition_sensor(
-    pipeline: Pipeline, name: str = "supplier_stats_new_orders_sensor"
+    pipeline: Pipeline, name: str = "supplier_stats_new_orders_sensor", freshness_s: int = 0
 ) -> dg.AssetSensorDefinition:
+    """``freshness_s``: how long a day may lag its newest orders while they flow (0: a run per new snapshot)."""
     source = pipeline.dataset("iceberg_orders")
     target = pipeline.dataset("iceberg_supplier_stats")
     source_key, target_key = asset_key(source), asset_key(target)
@@ -166,8 +237,9 @@ def build_supplier_stats_partition_sensor(
         name=name,
         job=job,
         minimum_interval_seconds=30,
-        description=f"Requests {target_key.to_user_string()} for exactly the days that new Iceberg snapshots of "
-        f"{source_key.to_user_string()} changed (from each snapshot's partition summary), once per snapshot.",
+        description=f"Requests {target_key.to_user_string()} for the days that new Iceberg snapshots of "
+        f"{source_key.to_user_string()} changed (from each snapshot's partition summary), each run adding only what "
+        f"is new; while orders flow, a day gets a run at most once per {freshness_s} s (its freshness budget).",
         default_status=dg.DefaultSensorStatus.RUNNING,
     )
     def supplier_stats_new_orders_sensor(
@@ -212,18 +284,26 @@ def build_supplier_stats_partition_sensor(
         valid = {day for day in days if DAILY.has_partition_key(day)}
         for day in sorted(set(days) - valid):
             context.log.warning(f"{day} is outside the partitions of {target_key.to_user_string()}: not requested")
-        waiting = queued_days(context.instance, target_key, valid)
+        owed = owed_days(context.instance, name) | {day: days[day] for day in valid}
+        waiting = queued_days(context.instance, target_key, owed)
         for day in sorted(waiting):
             context.log.info(f"{day}: a run is already queued and will read the new snapshot(s) when it starts")
+        written = {day: last_write(context.instance, target_key, day) for day in owed if day not in waiting}
+        due = due_days(owed, written, waiting, time.time(), freshness_s)
+        keep_owed(context.instance, name, {day: owed[day] for day in due.later})
         # the sensor's runs add only what is new to the day (the run itself falls back to the whole day when
         # something other than an append changed it)
         incremental = {"ops": {target_key.to_python_identifier(): {"config": {"mode": INCREMENTAL_MODE}}}}
         run_requests = [
-            dg.RunRequest(run_key=f"{snap}:{day}", partition_key=day, run_config=incremental)
-            for day, snap in sorted(days.items())
-            if day in valid - waiting
+            dg.RunRequest(run_key=f"{owed[day]}:{day}", partition_key=day, run_config=incremental) for day in due.now
         ]
-        return run_requests or dg.SkipReason(f"{len(new)} new snapshot(s), no day to recompute")
+        if run_requests:
+            return run_requests
+        later = ", ".join(
+            f"{day} at {dt.datetime.fromtimestamp(at, dt.UTC):%H:%M:%S} UTC" for day, at in sorted(due.later.items())
+        )
+        owing = f"; owed, due within the freshness budget: {later}" if later else ""
+        return dg.SkipReason(f"{len(new)} new snapshot(s), no day to recompute now{owing}")
 
     return supplier_stats_new_orders_sensor
 

@@ -2,7 +2,7 @@
 -> Iceberg): the supplier_stats sensor then requests exactly those two days, once; a tick without a new snapshot
 requests nothing, and a restarted Dagster (the same stored cursor) requests nothing twice. Where nothing is requested,
 the tick says why (its skip message); with the catalog unreachable the tick fails instead of skipping, so Dagster
-keeps the cursor."""
+keeps the cursor. Under a freshness budget a day written just now is owed, not asked for, until the budget passes."""
 
 from __future__ import annotations
 
@@ -20,11 +20,16 @@ from lineage_assets.definitions import build_definitions
 from lineage_assets.jobs import STREAMING
 from lineage_assets.metadata import asset_key
 from lineage_assets.source.orders import ensure_table
-from lineage_assets.spark.new_orders_sensor import CatalogUnavailable, build_supplier_stats_partition_sensor
+from lineage_assets.spark.new_orders_sensor import (
+    CatalogUnavailable,
+    build_supplier_stats_partition_sensor,
+    owed_days,
+)
 from lineage_assets.storage import IcebergResource
 from tests.service.lineage_assets.conftest import wait_until_quiet
 
 defs = build_definitions(StackSettings.from_env())
+STATS = dg.AssetKey(["iceberg", "default", "supplier_stats"])
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +87,8 @@ def test_new_orders_request_exactly_their_days_once(settings, pipeline, deployed
             return snapshot_id
 
         watched = flink_sensor_reports_a_snapshot()
-        requests, cursor, skipped = tick(sensor, instance, None)
+        requests, watching, skipped = tick(sensor, instance, None)
+        cursor = watching
         assert requests == [], "the first tick starts watching from the current snapshot"
         assert skipped == (
             f"watching default.orders from snapshot {watched} on; backfill earlier days from the asset's page"
@@ -126,13 +132,29 @@ def test_new_orders_request_exactly_their_days_once(settings, pipeline, deployed
         modes = {r.run_config["ops"]["iceberg__default__supplier_stats"]["config"]["mode"] for r in requests}
         assert modes == {"incremental"}, "the sensor's runs add only what is new to each day"
 
+        # the same snapshots under a one-hour freshness budget, today written just now: yesterday (never written) is
+        # asked for at once, today is owed; a sensor of the same name with no budget then asks for it, once
+        budgeted = build_supplier_stats_partition_sensor(pipeline, name="test_budget", freshness_s=3600)
+        instance.report_runless_asset_event(dg.AssetMaterialization(asset_key=STATS, partition=today.isoformat()))
+        owed_requests, _, _ = tick(budgeted, instance, watching)
+        assert [r.partition_key for r in owed_requests] == [yesterday.isoformat()]
+        newest = {r.partition_key: r.run_key.split(":")[0] for r in requests}
+        assert owed_days(instance, "test_budget") == {today.isoformat(): int(newest[today.isoformat()])}
+        flink_sensor_reports_a_snapshot()  # the next report of the table (no new snapshot)
+        unbudgeted = build_supplier_stats_partition_sensor(pipeline, name="test_budget", freshness_s=0)
+        due, cursor, _ = tick(unbudgeted, instance, cursor)
+        assert [(r.partition_key, r.run_key) for r in due] == [
+            (today.isoformat(), f"{newest[today.isoformat()]}:{today.isoformat()}")
+        ]
+        assert owed_days(instance, "test_budget") == {}
+
         requests, _, skipped = tick(sensor, instance, cursor)
         assert requests == [], "no new materialization: nothing requested"
         assert skipped == "No new materialization events found for asset key AssetKey(['iceberg', 'default', 'orders'])"
         handled = flink_sensor_reports_a_snapshot()  # a materialization without a new snapshot
         requests, cursor, skipped = tick(sensor, instance, cursor)
         assert requests == [], "no new snapshot: nothing requested"
-        assert skipped == "0 new snapshot(s), no day to recompute"
+        assert skipped == "0 new snapshot(s), no day to recompute now"
 
     # a restarted Dagster: a new instance, the sensor's stored cursor, a fresh report of the snapshot handled last
     with dg.DagsterInstance.ephemeral() as restarted:

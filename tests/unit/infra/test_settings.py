@@ -93,3 +93,12 @@ def test_the_kafka_security_settings_by_their_client_names():
         "sasl_password": "",
         "ssl_ca_location": "",
     }
+
+
+def test_a_freshness_budget_at_or_past_the_pending_warning_is_refused_naming_both():
+    with pytest.raises(SettingsError, match="SUPPLIER_STATS_FRESHNESS_S=600 must be at least 0 and less than"):
+        StackSettings.from_env({"LINEAGE_LAB_SUPPLIER_STATS_FRESHNESS_S": "600"})
+    with pytest.raises(SettingsError, match="SUPPLIER_STATS_FRESHNESS_S=-1"):
+        StackSettings.from_env({"LINEAGE_LAB_SUPPLIER_STATS_FRESHNESS_S": "-1"})
+    assert StackSettings.from_env({"LINEAGE_LAB_SUPPLIER_STATS_FRESHNESS_S": "0"}).supplier_stats_freshness_s == 0
+    assert StackSettings.from_env({}).supplier_stats_freshness_s == 120

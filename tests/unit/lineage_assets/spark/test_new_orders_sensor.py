@@ -1,13 +1,20 @@
 """Which supplier_stats days new Iceberg snapshots touched: read from each snapshot's partition summary along the
 snapshot chain since the last one handled."""
 
+import time
+
+import dagster as dg
 import pytest
 
 from lineage_assets.spark.new_orders_sensor import (
     PartitionSummaryMissing,
     SnapshotInfo,
     days_changed,
+    due_days,
+    keep_owed,
     last_handled_before,
+    last_write,
+    owed_days,
     snapshots_since,
 )
 
@@ -97,3 +104,46 @@ def test_the_day_is_read_from_its_own_field_of_a_multi_field_partition():
     }
     got = days_changed({"partition-summaries-included": "true", **keys}, "bid_time_day")
     assert got == {"2026-11-22", "2026-11-23=x"}
+
+
+# --- the freshness budget: which owed days get a run now (hand-written figures), and where they are kept ---------
+
+
+def test_due_days_under_a_300_s_budget():
+    due = due_days(
+        owed=["2026-03-01", "2026-03-02", "2026-03-03", "2026-03-04"],
+        last_write={"2026-03-01": 1000.0, "2026-03-02": 1250.0, "2026-03-03": None, "2026-03-04": 1000.0},
+        queued=["2026-03-04"],
+        now=1300.0,
+        budget_s=300.0,
+    )
+    # 03-01 written 300 s ago: due; 03-02 50 s ago: due at 1550; 03-03 never written: at once; 03-04 has a run waiting
+    assert due.now == ("2026-03-01", "2026-03-03")
+    assert dict(due.later) == {"2026-03-02": 1550.0}
+
+
+def test_a_budget_of_zero_asks_for_every_owed_day_at_once():
+    due = due_days(owed=["2026-03-02"], last_write={"2026-03-02": 1299.0}, queued=[], now=1300.0, budget_s=0)
+    assert (due.now, dict(due.later)) == (("2026-03-02",), {})
+
+
+def test_owed_days_are_kept_per_sensor_in_the_instance():
+    with dg.DagsterInstance.ephemeral() as instance:
+        assert owed_days(instance, "a") == {}
+        keep_owed(instance, "a", {"2026-03-02": 9, "2026-03-01": 7})
+        keep_owed(instance, "b", {"2026-03-05": 1})
+        assert owed_days(instance, "a") == {"2026-03-01": 7, "2026-03-02": 9}
+        keep_owed(instance, "a", {})
+        assert owed_days(instance, "a") == {} and owed_days(instance, "b") == {"2026-03-05": 1}
+
+
+def test_a_days_last_write_is_its_newest_materialization():
+    stats = dg.AssetKey(["iceberg", "default", "supplier_stats"])
+    with dg.DagsterInstance.ephemeral() as instance:
+        assert last_write(instance, stats, "2026-03-02") is None
+        before = time.time()
+        instance.report_runless_asset_event(dg.AssetMaterialization(asset_key=stats, partition="2026-03-02"))
+        instance.report_runless_asset_event(dg.AssetMaterialization(asset_key=stats, partition="2026-03-03"))
+        written = last_write(instance, stats, "2026-03-02")
+        assert written is not None and before <= written <= time.time()
+        assert last_write(instance, stats, "2026-03-01") is None
