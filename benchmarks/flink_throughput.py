@@ -19,15 +19,17 @@ someone else meanwhile, can make a few of them late for supplier-stats: the benc
 the windows counted). At the end single marker orders time the delay from produce to visible in a pyiceberg scan.
 Failures (metric reads, scans) are counted and printed, never swallowed silently. Prints per-round figures, medians
 and ratios. Needs the stack up with the pipeline deployed (`scripts/run.sh`); the stack's new-orders sensor is paused
-meanwhile, so that no Spark run shares the cores with the jobs being measured.
+meanwhile, so that no Spark run shares the cores with the jobs being measured. `--sensors off` stops the monitoring
+sensors too, to set what watching costs against the same rounds with them on (the default).
 
-    .venv/bin/python benchmarks/flink_throughput.py --orders 3000000 --rounds 3
+    .venv/bin/python benchmarks/flink_throughput.py --orders 3000000 --rounds 3 [--sensors off]
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import datetime as dt
 import json
 import random
@@ -37,6 +39,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -57,7 +60,7 @@ from lineage_assets.kafka.topics import end_offsets as kafka_end_offsets
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.lineage.resource import LineageResource
 from lineage_assets.resources import build_resources
-from tests.support.new_orders_pause import new_orders_sensor_paused
+from tests.support.new_orders_pause import new_orders_sensor_paused, stack_sensor
 
 SUPPLIERS = ["Alice", "Bob", "Carol", "Alex", "Joe", "James", "Jane", "Jack"]
 WINDOW_MS = 5_000  # flink_jobs/supplier_stats_job.py
@@ -384,6 +387,13 @@ def main() -> None:
         "--span-s", type=float, default=30, help="least seconds the backlog is produced over (its bid_times)"
     )
     ap.add_argument("--markers", type=int, default=5)
+    ap.add_argument(
+        "--sensors",
+        choices=("on", "off"),
+        default="on",
+        help="off: the monitoring sensors (Flink jobs, connectors, dead letters) are stopped while the rounds run, "
+        "to compare with what watching costs",
+    )
     args = ap.parse_args()
     settings = StackSettings.from_env()
     if not kafka_end_offsets(settings.kafka_bootstrap, "orders"):
@@ -393,8 +403,27 @@ def main() -> None:
         )
     # the stack's daemon would run Spark over each round's orders on the same two cores: what is measured here is the
     # Flink jobs, so the new-orders sensor is off until the end (its cursor then past the benchmark's snapshots)
-    with new_orders_sensor_paused(settings):
+    watching = monitoring_stopped(settings) if args.sensors == "off" else contextlib.nullcontext()
+    with new_orders_sensor_paused(settings), watching:
         measure(settings, args)
+
+
+#: the sensors that watch the streaming side (the new-orders sensor is paused for every run of this benchmark)
+MONITORING_SENSORS = ("flink_job_sensor", "connector_sensor", "dead_letter_sensor")
+
+
+@contextlib.contextmanager
+def monitoring_stopped(settings: StackSettings) -> Iterator[None]:
+    """The monitoring sensors off inside the block (no tick, so no check run either), on again after it: the
+    new-orders sensor's pause needs the Flink job sensor to report the last snapshot."""
+    for name in MONITORING_SENSORS:
+        stack_sensor(settings, "stop", name)
+    print(f"  sensors stopped: {', '.join(MONITORING_SENSORS)}", flush=True)
+    try:
+        yield
+    finally:
+        for name in MONITORING_SENSORS:
+            stack_sensor(settings, "start", name)
 
 
 def measure(settings: StackSettings, args: argparse.Namespace) -> None:

@@ -4,8 +4,10 @@ and each sensor's tick durations, from Dagster's own tick history.
 Two windows of --seconds each (120 by default): at rest (nothing produced), then under --rate orders/s (5,000 by
 default) produced straight into `orders` at an even pace. Every second the benchmark reads each process's CPU time
 (/proc/<pid>/stat, utime + stime) and files the process under the stack service whose process tree holds it; Spark
-(a JVM under Dagster's run workers) and Dagster's own processes are told apart by their command lines. A process that
-starts within a window counts all its CPU time, one that exits counts up to its last sample (at most a second lost).
+(a JVM under Dagster's run workers), the run workers (spawned by the code server: check runs and Spark runs' Python
+drivers) and Dagster's own processes (webserver, daemon, code server) are told apart by their command lines. A
+process that starts within a window counts all its CPU time, one that exits counts up to its last sample (at most a
+second lost).
 Figures: CPU seconds per group, and as a share of the machine (the window's seconds times its cores); the sensors'
 ticks that ended within the window: count, p50, p99 and max of their durations (Dagster's tick start to end).
 
@@ -56,6 +58,20 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
+def _dagster_group(pid: int, parents: dict[int, int]) -> str:
+    """A process under ``dagster dev``: ``spark`` (a Spark JVM), ``dagster-runs`` (a run worker, which the code server
+    starts with multiprocessing's spawn: the Python of a check run or of a Spark run's driver, or a process under
+    one), else ``dagster`` (webserver, daemon, code server with the sensor ticks: the monitoring plane itself)."""
+    if "org.apache.spark" in _cmdline(pid):
+        return "spark"
+    node, seen = pid, 0
+    while node > 1 and seen < 64:
+        if "multiprocessing.spawn" in _cmdline(node):
+            return "dagster-runs"
+        node, seen = parents.get(node, 0), seen + 1
+    return "dagster"
+
+
 class CpuSampler:
     """CPU seconds per group over a window, sampled every second."""
 
@@ -71,8 +87,8 @@ class CpuSampler:
         while node > 1 and seen < 64:
             if node in self.roots:
                 name = self.roots[node]
-                if name == "dagster" and "org.apache.spark" in _cmdline(pid):
-                    return "spark"
+                if name == "dagster":
+                    return _dagster_group(pid, parents)
                 return name
             node, seen = parents.get(node, 0), seen + 1
         return None

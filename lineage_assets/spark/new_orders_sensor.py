@@ -124,13 +124,19 @@ def last_deployment_ms(instance: dg.DagsterInstance, key: dg.AssetKey, look_back
     return None
 
 
+def writes(run: dg.DagsterRun, target: dg.AssetKey) -> bool:
+    """Whether ``run`` computes ``target``: a run of this sensor's job (Dagster records no asset selection for a run
+    of a whole asset job), or a run that selected it (a backfill, the UI)."""
+    return run.job_name == SUPPLIER_STATS_DAYS_JOB or target in (run.asset_selection or ())
+
+
 def queued_days(instance: dg.DagsterInstance, target: dg.AssetKey, days: Iterable[str]) -> set[str]:
     """The days of ``days`` with a run of ``target`` that has not started yet."""
-    waiting = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED]
+    waiting = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING]
     queued = set()
     for day in days:
         runs = instance.get_runs(filters=dg.RunsFilter(statuses=waiting, tags={"dagster/partition": day}))
-        if any(target in (run.asset_selection or ()) for run in runs):
+        if any(writes(run, target) for run in runs):
             queued.add(day)
     return queued
 
@@ -177,7 +183,7 @@ def last_write(instance: dg.DagsterInstance, target: dg.AssetKey, day: str) -> f
     started = instance.get_run_records(
         filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED], tags={"dagster/partition": day}), limit=5
     )
-    times += [r.start_time for r in started if r.start_time and target in (r.dagster_run.asset_selection or ())]
+    times += [r.start_time for r in started if r.start_time and writes(r.dagster_run, target)]
     return max(times, default=None)
 
 

@@ -5,8 +5,10 @@ import time
 
 import dagster as dg
 import pytest
+from dagster._core.events import DagsterEvent, DagsterEventType
 
 from lineage_assets.spark.new_orders_sensor import (
+    SUPPLIER_STATS_DAYS_JOB,
     PartitionSummaryMissing,
     SnapshotInfo,
     days_changed,
@@ -15,6 +17,7 @@ from lineage_assets.spark.new_orders_sensor import (
     last_handled_before,
     last_write,
     owed_days,
+    queued_days,
     snapshots_since,
 )
 
@@ -147,3 +150,23 @@ def test_a_days_last_write_is_its_newest_materialization():
         written = last_write(instance, stats, "2026-03-02")
         assert written is not None and before <= written <= time.time()
         assert last_write(instance, stats, "2026-03-01") is None
+
+
+def test_a_started_run_of_the_sensors_job_counts_as_the_days_last_write_and_a_queued_one_as_waiting():
+    """Dagster records no asset selection for a run of the whole days job: the job's name says what it writes."""
+    stats = dg.AssetKey(["iceberg", "default", "supplier_stats"])
+    with dg.DagsterInstance.ephemeral() as instance:
+        for day, event in (("2026-03-02", DagsterEventType.RUN_START), ("2026-03-03", DagsterEventType.RUN_STARTING)):
+            run = instance.add_run(
+                dg.DagsterRun(job_name=SUPPLIER_STATS_DAYS_JOB, tags={"dagster/partition": day}, asset_selection=None)
+            )
+            instance.run_storage.handle_run_event(
+                run.run_id, DagsterEvent(event_type_value=event.value, job_name=SUPPLIER_STATS_DAYS_JOB)
+            )
+        other = instance.add_run(dg.DagsterRun(job_name="another_job", tags={"dagster/partition": "2026-03-04"}))
+        instance.run_storage.handle_run_event(
+            other.run_id, DagsterEvent(event_type_value=DagsterEventType.RUN_STARTING.value, job_name="another_job")
+        )
+        started = instance.get_run_records(dg.RunsFilter(tags={"dagster/partition": "2026-03-02"}))[0].start_time
+        assert started is not None and last_write(instance, stats, "2026-03-02") == started
+        assert queued_days(instance, stats, ["2026-03-02", "2026-03-03", "2026-03-04"]) == {"2026-03-03"}
