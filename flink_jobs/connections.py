@@ -97,6 +97,21 @@ def catalog_sql_options(environ: dict[str, str] | None = None) -> str:
     return sql_options(options)
 
 
+def timeout_sql_options(connect_ms: int, read_ms: int) -> str:
+    """Connect and read limits of the catalog's REST client and of S3FileIO's HTTP client: without them Iceberg's
+    REST client waits 3 minutes to connect and forever for an answer, so a hung catalog held a commit (and with it
+    the job's checkpoints) instead of failing it; a failed commit restarts the job from its last checkpoint, so
+    nothing is lost or written twice."""
+    return sql_options(
+        {
+            "rest.client.connection-timeout-ms": str(connect_ms),
+            "rest.client.socket-timeout-ms": str(read_ms),
+            "http-client.apache.connection-timeout-ms": str(connect_ms),
+            "http-client.apache.socket-timeout-ms": str(read_ms),
+        }
+    )
+
+
 def s3_sql_options(environ: dict[str, str] | None = None) -> str:
     """The object store's keys as Iceberg catalog options (empty: S3FileIO's default credential chain)."""
     env = os.environ if environ is None else environ

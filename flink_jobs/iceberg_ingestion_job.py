@@ -8,8 +8,9 @@ set writes good rows to Iceberg (commits on checkpoints, exactly-once) and bad r
 partition and offset, to the DLQ topic (Kafka transactions, exactly-once). decodable-in = out + dead-lettered.
 
 Configuration (job arguments, all optional): --bootstrap, --registry (ccompat base URL), --catalog-uri,
---s3-endpoint, --region, --checkpoint-interval, --source-topic, --dlq-topic,
---group-id, --table. Credentials of secured clusters come from the environment (flink_jobs/connections.py).
+--s3-endpoint, --region, --catalog-connect-timeout-ms, --catalog-read-timeout-ms, --checkpoint-interval,
+--source-topic, --dlq-topic, --group-id, --table. Credentials of secured clusters come from the environment
+(flink_jobs/connections.py).
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ def main() -> None:
     p.add_argument("--catalog-uri", default="http://127.0.0.1:8181")
     p.add_argument("--s3-endpoint", default="http://127.0.0.1:9000")
     p.add_argument("--region", default="us-east-1")
+    p.add_argument("--catalog-connect-timeout-ms", type=int, default=5000, help="catalog and S3: connect limit")
+    p.add_argument("--catalog-read-timeout-ms", type=int, default=30000, help="catalog and S3: limit per answer")
     p.add_argument("--checkpoint-interval", default="10 s")
     p.add_argument("--source-topic", default="orders")
     p.add_argument("--dlq-topic", default="orders-dlq-flink")
@@ -106,6 +109,7 @@ def main() -> None:
         )
     )
 
+    limits = connections.timeout_sql_options(a.catalog_connect_timeout_ms, a.catalog_read_timeout_ms)
     t_env.execute_sql(f"""
         CREATE CATALOG lakehouse WITH (
             'type' = 'iceberg',
@@ -114,7 +118,7 @@ def main() -> None:
             'io-impl' = 'org.apache.iceberg.aws.s3.S3FileIO',
             's3.endpoint' = '{a.s3_endpoint}',
             's3.path-style-access' = 'true',
-            'client.region' = '{a.region}'{connections.s3_sql_options()}{connections.catalog_sql_options()}
+            'client.region' = '{a.region}'{connections.s3_sql_options()}{connections.catalog_sql_options()}{limits}
         )""")
 
     ns, tbl = a.table.split(".")

@@ -131,6 +131,9 @@ class StackSettings:
     # seconds a hop's records may stay pending (read, not yet committed, flushed or emitted) before its
     # `conservation` check warns
     conservation_pending_warn_s: int = 600
+    # seconds a monitoring sensor lets pass between two runs of the checks of what it materialized (while data flows
+    # it materializes every tick; what it materializes in between is checked by the next run)
+    check_run_interval_s: int = 60
     # seconds a supplier_stats day may lag its newest orders while they flow: the new-orders sensor asks for a run
     # of a day once its last write is this old (a day never written at once); 0 asks for one per new snapshot. Less
     # than conservation_pending_warn_s, or the conservation check would warn about orders pending by design

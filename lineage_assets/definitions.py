@@ -57,7 +57,9 @@ def build_definitions(settings: StackSettings) -> dg.Definitions:
     ]
     streaming_checks = build_streaming_checks_job(pipeline)
     # the sensors ask for runs of the checks of what they materialize (their ticks only observe)
-    latest_checks = LatestChecks.of(STREAMING_CHECKS_JOB, asset_checks, streaming_assets(pipeline))
+    latest_checks = LatestChecks.of(
+        STREAMING_CHECKS_JOB, asset_checks, streaming_assets(pipeline), tunables.check_run_interval_s
+    )
     return dg.Definitions(
         assets=[
             *build_connect_assets(pipeline, tunables),

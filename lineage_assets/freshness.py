@@ -34,6 +34,8 @@ class PipelineTunables:
     #: the valid-order rule of both Flink jobs: how far in the future and in the past an order's bid_time may be
     order_max_future_s: int = StackSettings.order_max_future_s
     order_max_past_s: int = StackSettings.order_max_past_s
+    #: seconds between two check runs a monitoring sensor asks for
+    check_run_interval_s: int = StackSettings.check_run_interval_s
     #: seconds a supplier_stats day may lag its newest orders while they flow (the new-orders sensor's budget)
     supplier_stats_freshness_s: int = StackSettings.supplier_stats_freshness_s
 
@@ -45,6 +47,7 @@ class PipelineTunables:
             dead_letter_max_share=settings.dead_letter_max_share,
             order_max_future_s=settings.order_max_future_s,
             order_max_past_s=settings.order_max_past_s,
+            check_run_interval_s=settings.check_run_interval_s,
             supplier_stats_freshness_s=settings.supplier_stats_freshness_s,
         )
 

@@ -255,8 +255,9 @@ def build_connector_sensor(
             facts = next(o.metadata for o in observations if o.asset_key == archive_key)
             materialization = dg.AssetMaterialization(asset_key=archive_key, metadata={**facts, REASON: reason})
             observations.append(materialization)
+        materialized = [archive_key] if reason else []
         request = (
-            latest_checks.request(context.instance, name, [archive_key], cursor) if latest_checks and reason else None
+            latest_checks.request(context.instance, name, materialized, cursor, time.time()) if latest_checks else None
         )
         cursor[ARCHIVE_CURSOR] = objects
         cursor[ARCHIVE_LISTING] = listed

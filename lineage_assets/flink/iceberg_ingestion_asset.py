@@ -43,6 +43,8 @@ def prepare(run: Deploying) -> Prepared:
     args = (
         *("--bootstrap", kafka.connection().bootstrap, "--registry", kafka.schema_registry_url),
         *("--catalog-uri", iceberg.uri, "--s3-endpoint", iceberg.s3_endpoint, "--region", iceberg.region),
+        *("--catalog-connect-timeout-ms", str(int(iceberg.connect_timeout_s * 1000))),
+        *("--catalog-read-timeout-ms", str(int(iceberg.read_timeout_s * 1000))),
         *("--table", table_name, "--dlq-topic", DLQ_TOPIC.name, "--group-id", CONSUMER_GROUP),
         *("--checkpoint-interval", config.checkpoint_interval),
     )

@@ -357,7 +357,7 @@ def build_flink_job_sensor(
         run_requests = []
         if latest_checks is not None:
             materialized = [e.asset_key for e in events if isinstance(e, dg.AssetMaterialization)]
-            request = latest_checks.request(context.instance, "flink_job_sensor", materialized, cursor)
+            request = latest_checks.request(context.instance, "flink_job_sensor", materialized, cursor, time.time())
             run_requests = [request] if request else []
         return dg.SensorResult(asset_events=events, run_requests=run_requests, cursor=json.dumps(cursor))
 

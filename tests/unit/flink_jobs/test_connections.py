@@ -24,6 +24,15 @@ def test_secrets_become_quoted_connector_options():
     assert connections.catalog_sql_options(env) == ",\n            'token' = 'tok'"
 
 
+def test_the_catalog_and_its_files_get_connect_and_read_limits():
+    assert connections.timeout_sql_options(2000, 9000) == (
+        ",\n            'rest.client.connection-timeout-ms' = '2000'"
+        ",\n            'rest.client.socket-timeout-ms' = '9000'"
+        ",\n            'http-client.apache.connection-timeout-ms' = '2000'"
+        ",\n            'http-client.apache.socket-timeout-ms' = '9000'"
+    )
+
+
 def test_the_object_store_keys_reach_the_catalog_from_the_environment():
     env = {connections.S3_ACCESS_KEY: "AK", connections.S3_SECRET_KEY: "s'k"}
     assert connections.s3_sql_options(env) == (

@@ -31,6 +31,9 @@ def conservation():
 
 
 LATEST = LatestChecks.of(JOB, [lineage_checks, conservation], [ORDERS, ARCHIVE])
+#: the same, a sensor asking for a check run at most every 60 s
+EVERY_60_S = LatestChecks.of(JOB, [lineage_checks, conservation], [ORDERS, ARCHIVE], min_interval_s=60)
+NOW = 1_000_000.0
 
 
 def key(asset: dg.AssetKey, name: str) -> dg.AssetCheckKey:
@@ -71,20 +74,20 @@ def test_the_checks_of_the_given_assets_only():
 def test_a_materialization_asks_for_its_checks_under_a_key_counted_in_the_cursor():
     instance, cursor = dg.DagsterInstance.ephemeral(), {"iceberg-ingestion": {"open": "r1"}}
 
-    first = LATEST.request(instance, "flink_job_sensor", [ORDERS, ORDERS], cursor)
-    second = LATEST.request(instance, "flink_job_sensor", [ARCHIVE], cursor)
+    first = LATEST.request(instance, "flink_job_sensor", [ORDERS, ORDERS], cursor, NOW)
+    second = LATEST.request(instance, "flink_job_sensor", [ARCHIVE], cursor, NOW)
 
     assert first.run_key == "flink_job_sensor-checks-1" and second.run_key == "flink_job_sensor-checks-2"
     assert first.job_name == JOB
     assert list(first.asset_check_keys) == [key(ORDERS, "exists"), key(ORDERS, "schema")]
     assert first.tags == {REQUESTED_BY: "flink_job_sensor"}
-    assert cursor == {"iceberg-ingestion": {"open": "r1"}, "check_requests": 2}
+    assert cursor == {"iceberg-ingestion": {"open": "r1"}, "check_requests": 2, "checks_asked_at": NOW}
 
 
 def test_nothing_materialized_or_unchecked_asks_for_nothing():
     instance, cursor = dg.DagsterInstance.ephemeral(), {}
-    assert LATEST.request(instance, "flink_job_sensor", [], cursor) is None
-    assert LATEST.request(instance, "flink_job_sensor", [OTHER], cursor) is None
+    assert LATEST.request(instance, "flink_job_sensor", [], cursor, NOW) is None
+    assert LATEST.request(instance, "flink_job_sensor", [OTHER], cursor, NOW) is None
     assert cursor == {}
 
 
@@ -93,16 +96,37 @@ def test_a_run_not_started_yet_covers_its_checks_and_a_started_one_does_not():
     add_run(instance, dg.DagsterRunStatus.STARTING, [key(ORDERS, "exists"), key(ORDERS, "schema")])
     add_run(instance, dg.DagsterRunStatus.STARTED, [key(ARCHIVE, "exists"), key(ARCHIVE, "conservation")])
 
-    assert LATEST.request(instance, "flink_job_sensor", [ORDERS], cursor) is None
-    both = LATEST.request(instance, "flink_job_sensor", [ORDERS, ARCHIVE], cursor)
+    assert LATEST.request(instance, "flink_job_sensor", [ORDERS], cursor, NOW) is None
+    both = LATEST.request(instance, "flink_job_sensor", [ORDERS, ARCHIVE], cursor, NOW)
     assert list(both.asset_check_keys) == [key(ARCHIVE, "exists"), key(ARCHIVE, "conservation")]
 
 
 def test_another_sensors_waiting_run_covers_nothing():
     instance = dg.DagsterInstance.ephemeral()
     add_run(instance, dg.DagsterRunStatus.NOT_STARTED, [key(ARCHIVE, "exists")], sensor="connector_sensor")
-    request = LATEST.request(instance, "flink_job_sensor", [ARCHIVE], {})
+    request = LATEST.request(instance, "flink_job_sensor", [ARCHIVE], {}, NOW)
     assert list(request.asset_check_keys) == [key(ARCHIVE, "exists"), key(ARCHIVE, "conservation")]
-    assert LATEST.request(instance, "connector_sensor", [ARCHIVE], {}).asset_check_keys == [
+    assert LATEST.request(instance, "connector_sensor", [ARCHIVE], {}, NOW).asset_check_keys == [
         key(ARCHIVE, "conservation")
     ]
+
+
+def test_within_the_interval_the_assets_stay_owed_and_a_later_tick_asks_for_them_without_a_materialization():
+    instance, cursor = dg.DagsterInstance.ephemeral(), {}
+    first = EVERY_60_S.request(instance, "flink_job_sensor", [ORDERS], cursor, NOW)
+    assert list(first.asset_check_keys) == [key(ORDERS, "exists"), key(ORDERS, "schema")]
+
+    assert EVERY_60_S.request(instance, "flink_job_sensor", [ARCHIVE], cursor, NOW + 30) is None
+    assert EVERY_60_S.request(instance, "flink_job_sensor", [ORDERS], cursor, NOW + 59) is None
+    assert cursor["checks_owed"] == ["s3/archive", "iceberg/orders"]
+
+    later = EVERY_60_S.request(instance, "flink_job_sensor", [], cursor, NOW + 60)
+    assert list(later.asset_check_keys) == [
+        key(ARCHIVE, "exists"),
+        key(ARCHIVE, "conservation"),
+        key(ORDERS, "exists"),
+        key(ORDERS, "schema"),
+    ]
+    assert later.run_key == "flink_job_sensor-checks-2"
+    assert cursor == {"check_requests": 2, "checks_asked_at": NOW + 60}
+    assert EVERY_60_S.request(instance, "flink_job_sensor", [], cursor, NOW + 200) is None
