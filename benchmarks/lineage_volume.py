@@ -28,11 +28,12 @@ Timing, medians of ``--runs``:
   read it;
 - the product's checks jobs (``run_asset_checks``: what the main job's "asset checks" step runs;
   ``streaming_lineage_checks``: the 5-minute schedule's) submitted to the running Dagster webserver and run by its
-  run launcher and multiprocess executor, as the UI and the schedule run them: each step's own duration (Dagster's
-  step stats, one row per check step) and the run's wall time from submission to its end (process starts and code
-  loading included: reported, no target);
-- one tick of each sensor (they evaluate the checks of what they record): ``build_sensor_context`` with the
-  sensor's current cursor, against the real services and, by default, the stack's Dagster instance read-only
+  run launcher and executor (in process for ``streaming_lineage_checks``), as the UI and the schedule run them:
+  each step's own duration (Dagster's step stats, one row per check step) and the run's wall time from submission
+  to its end (process starts and code loading included: reported, no target);
+- one tick of each sensor (they ask for runs of the checks of what they record, evaluated in the runs above):
+  ``build_sensor_context`` with the sensor's current cursor, against the real services and, by default, the
+  stack's Dagster instance read-only
   (the result is discarded, no cursor moves); the lineage resource is a private outbox that is never drained.
 
 A timed run that raised, a check run that failed or left a planned check without its evaluation, a failed step and
