@@ -125,6 +125,8 @@ export LINEAGE_LAB_STREAMING_FRESH_MINUTES="${LINEAGE_LAB_STREAMING_FRESH_MINUTE
 # a short supplier_stats freshness budget, so a day the tests write again gets its run within their waits (the budget
 # path still runs: a day written less than 30 s ago is owed, not asked for)
 export LINEAGE_LAB_SUPPLIER_STATS_FRESHNESS_S="${LINEAGE_LAB_SUPPLIER_STATS_FRESHNESS_S:-30}"
+# sensors tick every 15 s instead of 30: the tests wait for what the sensors observe, none for the pace itself
+export LINEAGE_LAB_SENSOR_INTERVAL_S="${LINEAGE_LAB_SENSOR_INTERVAL_S:-15}"
 echo "== embedded stack"
 phase stack running
 .venv/bin/lineage-lab stack up
