@@ -134,6 +134,9 @@ class StackSettings:
     # seconds a monitoring sensor lets pass between two runs of the checks of what it materialized (while data flows
     # it materializes every tick; what it materializes in between is checked by the next run)
     check_run_interval_s: int = 60
+    # seconds between two ticks of each sensor (the daemon's pace of observing the engines); a tick reads only what
+    # the engines say now, so a shorter interval costs little CPU and shows changes sooner
+    sensor_interval_s: int = 30
     # seconds a supplier_stats day may lag its newest orders while they flow: the new-orders sensor asks for a run
     # of a day once its last write is this old (a day never written at once); 0 asks for one per new snapshot. Less
     # than conservation_pending_warn_s, or the conservation check would warn about orders pending by design
@@ -197,7 +200,13 @@ class StackSettings:
         return settings
 
     def check_budgets(self) -> None:
-        """The supplier_stats freshness budget must end before the conservation check warns about what it defers."""
+        """The supplier_stats freshness budget must end before the conservation check warns about what it defers; a
+        sensor must wait between ticks."""
+        if self.sensor_interval_s < 1:
+            raise SettingsError(
+                f"{ENV_PREFIX}SENSOR_INTERVAL_S={self.sensor_interval_s}: the seconds between two sensor ticks must be "
+                "at least 1 (30 by default)"
+            )
         budget, warn = self.supplier_stats_freshness_s, self.conservation_pending_warn_s
         if not 0 <= budget < warn:
             raise SettingsError(

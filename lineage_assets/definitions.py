@@ -47,7 +47,7 @@ def build_definitions(settings: StackSettings) -> dg.Definitions:
     pipeline = Pipeline.from_settings(settings)
     tunables = PipelineTunables.from_settings(settings)
     count_store = count_store_path(settings)
-    fresh_minutes = tunables.streaming_fresh_minutes
+    fresh_minutes, interval_s = tunables.streaming_fresh_minutes, tunables.sensor_interval_s
     asset_checks = [
         *build_lineage_checks(pipeline),
         *build_engine_lineage_check(pipeline),
@@ -77,10 +77,14 @@ def build_definitions(settings: StackSettings) -> dg.Definitions:
         ],
         schedules=[build_streaming_checks_schedule(streaming_checks), build_finalise_yesterday_schedule(pipeline)],
         sensors=[
-            build_connector_sensor(pipeline, fresh_minutes=fresh_minutes, latest_checks=latest_checks),
-            build_flink_job_sensor(pipeline, fresh_minutes, latest_checks=latest_checks),
-            build_supplier_stats_partition_sensor(pipeline, freshness_s=tunables.supplier_stats_freshness_s),
-            build_dead_letter_sensor(pipeline),
+            build_connector_sensor(
+                pipeline, fresh_minutes=fresh_minutes, latest_checks=latest_checks, interval_s=interval_s
+            ),
+            build_flink_job_sensor(pipeline, fresh_minutes, latest_checks=latest_checks, interval_s=interval_s),
+            build_supplier_stats_partition_sensor(
+                pipeline, freshness_s=tunables.supplier_stats_freshness_s, interval_s=interval_s
+            ),
+            build_dead_letter_sensor(pipeline, interval_s=interval_s),
         ],
         resources=build_resources(settings),
     )

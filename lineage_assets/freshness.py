@@ -36,6 +36,8 @@ class PipelineTunables:
     order_max_past_s: int = StackSettings.order_max_past_s
     #: seconds between two check runs a monitoring sensor asks for
     check_run_interval_s: int = StackSettings.check_run_interval_s
+    #: seconds between two ticks of each sensor
+    sensor_interval_s: int = StackSettings.sensor_interval_s
     #: seconds a supplier_stats day may lag its newest orders while they flow (the new-orders sensor's budget)
     supplier_stats_freshness_s: int = StackSettings.supplier_stats_freshness_s
 
@@ -48,6 +50,7 @@ class PipelineTunables:
             order_max_future_s=settings.order_max_future_s,
             order_max_past_s=settings.order_max_past_s,
             check_run_interval_s=settings.check_run_interval_s,
+            sensor_interval_s=settings.sensor_interval_s,
             supplier_stats_freshness_s=settings.supplier_stats_freshness_s,
         )
 

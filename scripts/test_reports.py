@@ -13,9 +13,10 @@ from its exit trap, whatever state the run left the venv in.
         (one regular expression a line, # comments) matches is unexpected, and so is a phase that could not run:
         the exit status is then 1.
 
-REPORTS/phases.tsv is written by scripts/test.sh, a line per state change (phase, state, detail; tab-separated, the
-last line of a phase wins). States: pending (not started yet), running, passed, skipped (could not run: detail says
-why), off (left out on purpose: detail says how).
+REPORTS/phases.tsv is written by scripts/test.sh, a line per state change (phase, state, detail, Unix time;
+tab-separated, the last line of a phase wins). States: pending (not started yet), running, passed, skipped (could not
+run: detail says why), off (left out on purpose: detail says how). The summary gives each phase's time, from its
+"running" line to its last line (issue 38: CI reports each phase's time).
 """
 
 from __future__ import annotations
@@ -66,6 +67,15 @@ class Phase:
     name: str
     state: str
     detail: str = ""
+    started: float | None = None  # Unix time of its first "running" line
+    ended: float | None = None  # Unix time of its last line
+
+    @property
+    def seconds(self) -> float | None:
+        """How long the phase ran, up to its last state; None when it never ran or a line had no time."""
+        if self.started is None or self.ended is None:
+            return None
+        return self.ended - self.started
 
 
 def read_report(path: Path, label: str | None = None) -> Report:
@@ -99,18 +109,37 @@ def read_module(module_reports: Path, label: str) -> Report:
 
 
 def read_phases(path: Path) -> list[Phase]:
-    """The last state of each phase, in the order the phases first appear."""
+    """The last state of each phase, in the order the phases first appear, with when it started and last changed."""
     phases: dict[str, Phase] = {}
     try:
         lines = path.read_text().splitlines()
     except OSError:
         return []
     for line in lines:
-        parts = line.split("\t", 2)
+        parts = line.split("\t", 3)
         if len(parts) < 2 or not parts[0]:
             continue
-        phases[parts[0]] = Phase(parts[0], parts[1], parts[2] if len(parts) > 2 else "")
+        name, state = parts[0], parts[1]
+        detail = parts[2] if len(parts) > 2 else ""
+        try:
+            at: float | None = float(parts[3]) if len(parts) > 3 else None
+        except ValueError:
+            at = None
+        started = phases[name].started if name in phases else None
+        if state == "running" and started is None:
+            started = at
+        phases[name] = Phase(name, state, detail, started, at if started is not None else None)
     return list(phases.values())
+
+
+def phase_times(phases: list[Phase]) -> list[str]:
+    """A line per phase that ran: its time in seconds and minutes, and the total of them."""
+    ran = [(p, s) for p in phases if (s := p.seconds) is not None]
+    if not ran:
+        return []
+    lines = [f"  {p.name:<12} {s:7.0f} s  {s / 60:5.1f} min  {p.state}" for p, s in ran]
+    total = sum(s for _, s in ran)
+    return ["== phase times", *lines, f"  {'all phases':<12} {total:7.0f} s  {total / 60:5.1f} min"]
 
 
 def read_patterns(path: Path | None) -> list[re.Pattern[str]]:
@@ -172,8 +201,11 @@ def summary(reports: Path, exit_status: int = 0, ci: bool = False, expected: Pat
     patterns = read_patterns(expected)
     skips = [(r.label, s) for r in found for s in r.skips]
     unexpected = [(label, s) for label, s in skips if not any(p.search(str(s)) for p in patterns)]
-    not_run = [(p, why) for p in read_phases(reports / PHASES) if (why := phase_not_run(p, exit_status))]
+    phases = read_phases(reports / PHASES)
+    not_run = [(p, why) for p in phases if (why := phase_not_run(p, exit_status))]
 
+    for line in phase_times(phases):
+        out(line)
     out(f"== test reports ({reports})")
     if not found:
         out("  none written")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from infra.settings import StackSettings
@@ -10,3 +12,16 @@ from infra.settings import StackSettings
 @pytest.fixture(scope="session")
 def settings() -> StackSettings:
     return StackSettings.from_env()
+
+
+# pytest-timeout: a test that names no limit of its own gets the ini's (60 s, unit tests) or, in these folders of tests
+# that talk to services, this one. A limit only detects a hung test; no test asserts a duration.
+SERVICE_TIMEOUT_S = 600
+SERVICE_FOLDERS = {"service", "compose", "after_suite"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        folders = item.path.relative_to(Path(__file__).parent).parts[:1]
+        if item.get_closest_marker("timeout") is None and set(folders) & SERVICE_FOLDERS:
+            item.add_marker(pytest.mark.timeout(SERVICE_TIMEOUT_S))

@@ -48,17 +48,18 @@ def build_connector_sensor(
     name: str = "connector_sensor",
     fresh_minutes: int = PipelineTunables.streaming_fresh_minutes,
     latest_checks: LatestChecks | None = None,
+    interval_s: int = PipelineTunables.sensor_interval_s,
 ) -> dg.SensorDefinition:
     """``fresh_minutes``: the streaming outputs' freshness window (a caught-up connector's archive is materialized
     every quarter of it); ``latest_checks``: the run of the archive's checks, asked for by the tick that materializes
-    it."""
+    it; ``interval_s``: seconds between two ticks."""
     watched = connectors or CONNECTORS
     topic_key = asset_key(pipeline.dataset("kafka_orders"))
     archive_key = asset_key(pipeline.dataset("archive_orders"))
 
     @dg.sensor(
         name=name,
-        minimum_interval_seconds=30,
+        minimum_interval_seconds=interval_s,
         description="Connect connector/task states, topic offsets, archive objects and dead letters as asset "
         "observations; OpenLineage START/RUNNING/FAIL/ABORT for orders-source and orders-s3-sink.",
         default_status=dg.DefaultSensorStatus.RUNNING,

@@ -163,15 +163,16 @@ def build_flink_job_sensor(
     pipeline: Pipeline,
     fresh_minutes: int = PipelineTunables.streaming_fresh_minutes,
     latest_checks: LatestChecks | None = None,
+    interval_s: int = PipelineTunables.sensor_interval_s,
 ) -> dg.SensorDefinition:
     """``fresh_minutes``: the streaming outputs' freshness window (a caught-up job's output is materialized every
     quarter of it); ``latest_checks``: the run of the checks of each asset this sensor materializes, asked for in the
-    same tick."""
+    same tick; ``interval_s``: seconds between two ticks."""
     followed = tracked_jobs(pipeline)
 
     @dg.sensor(
         name="flink_job_sensor",
-        minimum_interval_seconds=30,
+        minimum_interval_seconds=interval_s,
         description="Follows the Flink jobs "
         f"({', '.join(t.name for t in followed)}) by name on the cluster, whoever started them: state, version, "
         "records, checkpoints and output data; opens an OpenLineage run for a running job that has none and closes "

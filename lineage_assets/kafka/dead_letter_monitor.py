@@ -17,6 +17,7 @@ from collections import Counter
 import dagster as dg
 from confluent_kafka import Consumer, TopicPartition
 
+from lineage_assets.freshness import PipelineTunables
 from lineage_assets.kafka.connection import KafkaConnection
 from lineage_assets.kafka.resource import KafkaResource
 from lineage_assets.kafka.topics import Kafka, KafkaUnavailable, end_offsets
@@ -86,12 +87,14 @@ def read_since(bootstrap: Kafka, topic: str, start: dict[int, int], timeout: flo
     return kinds, position
 
 
-def build_dead_letter_sensor(pipeline: Pipeline, name: str = "dead_letter_sensor") -> dg.SensorDefinition:
+def build_dead_letter_sensor(
+    pipeline: Pipeline, name: str = "dead_letter_sensor", interval_s: int = PipelineTunables.sensor_interval_s
+) -> dg.SensorDefinition:
     watched = {job: pipeline.dead_letter_dataset(job) for job in DEAD_LETTER_TOPICS}
 
     @dg.sensor(
         name=name,
-        minimum_interval_seconds=30,
+        minimum_interval_seconds=interval_s,
         description="New records of the dead-letter topics, counted by kind of reason, and their share of the source "
         "topic's new records, as observations of the dead-letter assets.",
         default_status=dg.DefaultSensorStatus.RUNNING,

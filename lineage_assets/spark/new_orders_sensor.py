@@ -36,6 +36,7 @@ import dagster as dg
 import requests
 from pyiceberg.exceptions import NoSuchTableError
 
+from lineage_assets.freshness import PipelineTunables
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.metadata import asset_key
 from lineage_assets.spark.partitions import DAILY
@@ -226,9 +227,13 @@ def handled_snapshot(instance: dg.DagsterInstance, key: dg.AssetKey, cursor: str
 
 
 def build_supplier_stats_partition_sensor(
-    pipeline: Pipeline, name: str = "supplier_stats_new_orders_sensor", freshness_s: int = 0
+    pipeline: Pipeline,
+    name: str = "supplier_stats_new_orders_sensor",
+    freshness_s: int = 0,
+    interval_s: int = PipelineTunables.sensor_interval_s,
 ) -> dg.AssetSensorDefinition:
-    """``freshness_s``: how long a day may lag its newest orders while they flow (0: a run per new snapshot)."""
+    """``freshness_s``: how long a day may lag its newest orders while they flow (0: a run per new snapshot);
+    ``interval_s``: seconds between two ticks."""
     source = pipeline.dataset("iceberg_orders")
     target = pipeline.dataset("iceberg_supplier_stats")
     source_key, target_key = asset_key(source), asset_key(target)
@@ -242,7 +247,7 @@ def build_supplier_stats_partition_sensor(
         asset_key=source_key,
         name=name,
         job=job,
-        minimum_interval_seconds=30,
+        minimum_interval_seconds=interval_s,
         description=f"Requests {target_key.to_user_string()} for the days that new Iceberg snapshots of "
         f"{source_key.to_user_string()} changed (from each snapshot's partition summary), each run adding only what "
         f"is new; while orders flow, a day gets a run at most once per {freshness_s} s (its freshness budget).",

@@ -18,6 +18,7 @@ from infra.settings import StackSettings
 from lineage_assets.definitions import build_definitions
 from lineage_assets.source.orders import ensure_table
 from tests.service.lineage_assets.test_ui_dagster import ARTIFACTS, open_page
+from tests.support.engine_waits import wait_for_tick
 
 defs = build_definitions(StackSettings.from_env())
 
@@ -90,6 +91,7 @@ def days_of(summary: dict[str, str]) -> set[str]:
     }
 
 
+@pytest.mark.timeout(1200)  # minutes in CI: the default service limit would leave too little room
 def test_a_snapshot_that_touches_two_days_gives_one_run_per_day_once(settings, stack_instance, pipeline_ran):
     """Orders of yesterday and today through the real path; the stack's daemon (flink_job_sensor reporting the
     snapshot, then the asset sensor) launches one supplier_stats run per day the new snapshots changed, once. After
@@ -153,7 +155,10 @@ def test_a_snapshot_that_touches_two_days_gives_one_run_per_day_once(settings, s
     while any(r.status not in (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE) for r in runs_of_days()):
         assert time.monotonic() < deadline, "the supplier_stats runs did not finish in 10 minutes"
         time.sleep(5)
-    time.sleep(65)  # a few more ticks of both sensors: nothing is asked for twice
+    # then the sensors see the finished runs: a tick of flink_job_sensor (reporting the latest snapshot) and, after
+    # it, one of the new-orders sensor; anything asked for twice would be asked for by then
+    reported = wait_for_tick(settings, "flink_job_sensor", after=time.time())
+    wait_for_tick(settings, SENSOR, after=reported["endTimestamp"])
     keyed = [r.tags["dagster/run_key"] for r in runs_of_days() if r.tags.get("dagster/run_key") in expected]
     assert len(keyed) == len(set(keyed)), f"a snapshot's day requested twice: {sorted(keyed)}"
     assert set(keyed) <= expected

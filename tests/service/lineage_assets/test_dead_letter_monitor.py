@@ -24,10 +24,13 @@ from lineage_assets.lineage.identity import DEAD_LETTER_TOPICS
 from lineage_assets.metadata import asset_key
 from lineage_assets.source.generator import generate_orders_job
 from tests.service.lineage_assets.conftest import wait_until_quiet
+from tests.support.engine_waits import wait_for_checkpoints
 
 defs = build_definitions(StackSettings.from_env())
 
 GOOD, POISON = 1000, 50
+#: the Flink jobs that write dead letters in Kafka transactions, written out by hand
+FLINK_JOBS = ["iceberg-ingestion", "supplier-stats"]
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +96,8 @@ def test_poison_is_counted_by_reason_and_the_share_check_uses_the_threshold(sett
                 break
             time.sleep(2)
         assert all(n >= POISON for n in grown.values()), f"dead letters written: {grown}"
-        time.sleep(12)  # the Flink jobs' dead letters become readable at their next checkpoint (10 s)
+        # the Flink jobs' dead letters become readable (read-committed) once the checkpoint after them completes
+        wait_for_checkpoints(settings, FLINK_JOBS)
 
         events, cursor = tick(sensor, instance, cursor)
         observed = {e.asset_key: e.metadata for e in events}
@@ -126,7 +130,7 @@ def test_poison_is_counted_by_reason_and_the_share_check_uses_the_threshold(sett
 
         # clean orders afterwards: the next look observes a share of 0 and the alarm ends
         produce(settings, good=50, poison=0)
-        time.sleep(12)
+        wait_for_checkpoints(settings, FLINK_JOBS)  # the jobs have read and committed them
         events, cursor = tick(sensor, instance, cursor)
         assert {e.metadata["dead_letter_share"].value for e in events} == {0.0}, events
         assert share_check(0.01).passed

@@ -47,6 +47,7 @@ from tests.service.lineage_assets.conftest import (
     pipeline_for_tests,
     read_topic,
 )
+from tests.support.engine_waits import wait_for_checkpoints
 
 SUPPLIERS = ["Alice", "Bob", "Carol", "Alex", "Joe", "James", "Jane", "Jack"]
 POISON_SCHEMA = {  # a registered writer schema whose bid_time may be null
@@ -390,7 +391,9 @@ def test_a_killed_taskmanager_loses_and_duplicates_nothing(settings, resources, 
     # aborted; windows restored from the checkpoint fire when the restored watermarks pass them)
     expected = expected_windows(orders)
     assert_windows_equal(stats_in(settings, expected, timeout=180), expected)
-    time.sleep(12)  # two more checkpoints: a window emitted twice would be committed by now
+    # two more checkpoints of supplier-stats (its Kafka transactions commit on them): a window emitted twice would be
+    # committed by then
+    wait_for_checkpoints(settings, [supplier_stats_stream_asset.JOB])
     found = stats_in(settings, expected, to_end=True)
     assert_windows_equal(found, expected)
     assert sum(count for _, (_, count) in found) == 4000

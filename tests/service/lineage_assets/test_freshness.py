@@ -85,6 +85,7 @@ def wait_for(read, wanted, timeout: float, what: str):
     assert seen == wanted, f"{what}: still {seen} after {timeout:.0f} s"
 
 
+@pytest.mark.timeout(1200)  # minutes in CI: the default service limit would leave too little room
 def test_a_cancelled_flink_job_turns_its_output_late_within_the_window(settings, window, stack_instance, pipeline):
     key = asset_key(pipeline.dataset("kafka_supplier_stats"))
     deployed = deploy(stack_instance, pipeline)

@@ -29,6 +29,7 @@ from tests.service.lineage_assets.test_flink_pipeline import (
     iceberg_rows,
     stats_in,
 )
+from tests.support.engine_waits import wait_for_checkpoints
 
 pytestmark = pytest.mark.service
 
@@ -78,7 +79,9 @@ def test_orders_in_open_windows_survive_stack_down_and_up(settings, pipeline_ran
 
     orders.flush_windows(start + dt.timedelta(minutes=2))
     assert_windows_equal(stats_in(settings, expected, timeout=240), expected)
-    time.sleep(12)  # two more checkpoints: a window emitted twice would be committed by now
+    # two more checkpoints of supplier-stats (its Kafka transactions commit on them): a window emitted twice would be
+    # committed by then
+    wait_for_checkpoints(settings, ["supplier-stats"])
     found = stats_in(settings, expected, to_end=True)
     assert_windows_equal(found, expected)
     assert sum(count for _, (_, count) in found) == len(placed), "every order counted exactly once"

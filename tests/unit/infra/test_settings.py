@@ -102,3 +102,9 @@ def test_a_freshness_budget_at_or_past_the_pending_warning_is_refused_naming_bot
         StackSettings.from_env({"LINEAGE_LAB_SUPPLIER_STATS_FRESHNESS_S": "-1"})
     assert StackSettings.from_env({"LINEAGE_LAB_SUPPLIER_STATS_FRESHNESS_S": "0"}).supplier_stats_freshness_s == 0
     assert StackSettings.from_env({}).supplier_stats_freshness_s == 120
+
+
+def test_a_sensor_interval_below_one_second_is_refused_naming_the_variable():
+    with pytest.raises(SettingsError, match="SENSOR_INTERVAL_S=0: the seconds between two sensor ticks must be"):
+        StackSettings.from_env({"LINEAGE_LAB_SENSOR_INTERVAL_S": "0"})
+    assert StackSettings.from_env({"LINEAGE_LAB_SENSOR_INTERVAL_S": "15"}).sensor_interval_s == 15

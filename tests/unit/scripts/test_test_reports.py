@@ -163,3 +163,27 @@ def test_junit_copies_and_counts_each_module(tmp_path: Path, files: dict[str, st
     assert got == status
     assert lines[0].startswith(f"  {module}: ") and says in lines[0]
     assert sorted(p.name for p in (reports / "junit" / "order-functions").iterdir()) == sorted(files)
+
+
+def test_summary_gives_each_phase_its_time_from_running_to_its_last_line(tmp_path: Path) -> None:
+    phases(
+        tmp_path,
+        *("unit|pending||1000", "service|pending||1000", "compose|pending||1000"),
+        *("unit|running||1010", "unit|passed||1100"),  # 90 s
+        *("service|running||1100", "service|running||1130", "service|passed||2900"),  # 1800 s: from its first line
+        "compose|off|LINEAGE_LAB_COMPOSE=skip|2900",  # never ran: no time
+    )
+    status, lines = run(test_reports.summary, tmp_path)
+    assert status == 0
+    assert lines[: lines.index(f"== test reports ({tmp_path})")] == [
+        "== phase times",
+        "  unit              90 s    1.5 min  passed",
+        "  service         1800 s   30.0 min  passed",
+        "  all phases      1890 s   31.5 min",
+    ]
+
+
+def test_phases_written_without_times_give_no_phase_times(tmp_path: Path) -> None:
+    phases(tmp_path, "unit|running", "unit|passed")
+    lines = run(test_reports.summary, tmp_path)[1]
+    assert "== phase times" not in lines

@@ -122,6 +122,7 @@ class Stream(threading.Thread):
         return self.written
 
 
+@pytest.mark.timeout(1200)  # minutes in CI: the default service limit would leave too little room
 def test_every_hop_balances_after_kills_and_an_object_store_outage_mid_stream(settings, stores):
     accept_earlier_writers(stores)
     token = f"cons-{uuid.uuid4().hex[:10]}"

@@ -1,0 +1,77 @@
+"""Waiting for an engine's own record of an event, read here through its REST or GraphQL API rather than through
+the product's clients: a Flink job's completed checkpoints (their ids only grow) and a Dagster sensor's ticks (a
+tick that started after a moment and ended). A test waits for one of these, then asserts once; none sleeps for an
+interval and hopes the event happened."""
+
+from __future__ import annotations
+
+import time
+
+import requests
+
+from infra.settings import StackSettings
+
+TICKS_QUERY = """
+query ($name: String!, $after: Float!) {
+  sensorOrError(sensorSelector: {repositoryLocationName: "lineage_assets", repositoryName: "__repository__",
+                                 sensorName: $name}) {
+    __typename
+    ... on Sensor { sensorState { ticks(afterTimestamp: $after, limit: 50) { status timestamp endTimestamp } } }
+  }
+}"""
+
+
+def running_flink_job(settings: StackSettings, name: str) -> str:
+    """The id of the RUNNING Flink job named ``name`` on the stack's cluster (Flink's /jobs/overview)."""
+    overview = requests.get(f"{settings.flink_rest_url}/jobs/overview", timeout=10)
+    overview.raise_for_status()
+    running = [j["jid"] for j in overview.json()["jobs"] if j["name"] == name and j["state"] == "RUNNING"]
+    assert len(running) == 1, f"{len(running)} RUNNING Flink jobs named {name}"
+    return running[0]
+
+
+def completed_checkpoint(settings: StackSettings, jid: str) -> int:
+    """The id of the job's latest completed checkpoint, 0 before the first (Flink's /jobs/<jid>/checkpoints)."""
+    found = requests.get(f"{settings.flink_rest_url}/jobs/{jid}/checkpoints", timeout=10)
+    found.raise_for_status()
+    latest = (found.json().get("latest") or {}).get("completed") or {}
+    return int(latest.get("id") or 0)
+
+
+def wait_for_checkpoints(settings: StackSettings, names: list[str], count: int = 2, timeout: float = 180.0) -> None:
+    """Until each named running job has completed ``count`` checkpoints after the one it had completed when called
+    (so whatever it had emitted by then is committed, for a job that commits on checkpoints)."""
+    jobs = {name: running_flink_job(settings, name) for name in names}
+    wanted = {name: completed_checkpoint(settings, jid) + count for name, jid in jobs.items()}
+    deadline = time.monotonic() + timeout
+    behind = dict(wanted)
+    while behind and time.monotonic() < deadline:
+        time.sleep(1)
+        behind = {n: w for n, w in wanted.items() if completed_checkpoint(settings, jobs[n]) < w}
+    assert not behind, f"checkpoints not completed within {timeout:.0f} s (job: checkpoint id waited for): {behind}"
+
+
+def ended_ticks(settings: StackSettings, sensor: str, after: float) -> list[dict]:
+    """The ticks of ``sensor`` that started after ``after`` (Unix time) and have ended, oldest first."""
+    response = requests.post(
+        f"http://{settings.host}:{settings.dagster_port}/graphql",
+        json={"query": TICKS_QUERY, "variables": {"name": sensor, "after": after}},
+        timeout=60,
+    )
+    response.raise_for_status()
+    found = response.json()["data"]["sensorOrError"]
+    assert found["__typename"] == "Sensor", found
+    ticks = found["sensorState"]["ticks"]
+    return sorted((t for t in ticks if t["status"] != "STARTED" and t["endTimestamp"]), key=lambda t: t["timestamp"])
+
+
+def wait_for_tick(settings: StackSettings, sensor: str, after: float, timeout: float = 180.0) -> dict:
+    """The first tick of ``sensor`` that started after ``after`` and ended: everything it could see at ``after`` it
+    has seen."""
+    deadline = time.monotonic() + timeout
+    ticks = ended_ticks(settings, sensor, after)
+    while not ticks and time.monotonic() < deadline:
+        time.sleep(2)
+        ticks = ended_ticks(settings, sensor, after)
+    assert ticks, f"no tick of {sensor} started after {after:.0f} and ended within {timeout:.0f} s: is it running?"
+    return ticks[0]
