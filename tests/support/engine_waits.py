@@ -8,11 +8,16 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Callable
 from contextlib import closing
 
+import pytest
 import requests
 
 from infra.settings import StackSettings
+
+#: generous: two sensor ticks and a deployment fit several times over
+DEADLINE = 240
 
 TICKS_QUERY = """
 query ($name: String!, $after: Float!) {
@@ -97,3 +102,14 @@ def wait_for_delivery(settings: StackSettings, moment: float, timeout: float = 1
         time.sleep(1)
         left = queued_before(settings, moment)
     assert not left, f"{left} lineage event(s) queued before {moment:.0f} still undelivered after {timeout:.0f} s"
+
+
+def wait_for(what: str, probe: Callable[[], object], deadline: float = DEADLINE) -> object:
+    """``probe()`` until it returns something truthy; fails naming ``what`` and the last value otherwise."""
+    end, last = time.monotonic() + deadline, None
+    while time.monotonic() < end:
+        last = probe()
+        if last:
+            return last
+        time.sleep(2)
+    pytest.fail(f"{what}: not within {deadline} s (last seen: {last!r})")
