@@ -1,15 +1,23 @@
-"""Waiting for an engine's own record of an event, read here through its REST or GraphQL API rather than through
-the product's clients: a Flink job's completed checkpoints (their ids only grow) and a Dagster sensor's ticks (a
-tick that started after a moment and ended). A test waits for one of these, then asserts once; none sleeps for an
-interval and hopes the event happened."""
+"""Waiting for an engine's own record of an event, read here through its REST or GraphQL API or its store rather
+than through the product's clients: a Flink job's completed checkpoints (their ids only grow), a Dagster sensor's
+ticks (a tick that started after a moment and ended) and the lineage outbox's deliveries (an event queued before a
+moment only ever leaves the queue). A test waits for one of these, then asserts once; none sleeps for an interval
+and hopes the event happened."""
 
 from __future__ import annotations
 
+import sqlite3
 import time
+from collections.abc import Callable
+from contextlib import closing
 
+import pytest
 import requests
 
 from infra.settings import StackSettings
+
+#: generous: two sensor ticks and a deployment fit several times over
+DEADLINE = 240
 
 TICKS_QUERY = """
 query ($name: String!, $after: Float!) {
@@ -75,3 +83,33 @@ def wait_for_tick(settings: StackSettings, sensor: str, after: float, timeout: f
         ticks = ended_ticks(settings, sensor, after)
     assert ticks, f"no tick of {sensor} started after {after:.0f} and ended within {timeout:.0f} s: is it running?"
     return ticks[0]
+
+
+def queued_before(settings: StackSettings, moment: float) -> int:
+    """Events of the stack's lineage outbox queued before ``moment`` and not delivered yet (its SQLite, read here)."""
+    query = "SELECT COUNT(*) FROM events WHERE state = 'queued' AND created <= ?"
+    with closing(sqlite3.connect(f"file:{settings.lineage_outbox}?mode=ro", uri=True, timeout=10)) as db:
+        (count,) = db.execute(query, (moment,)).fetchone()
+    return count
+
+
+def wait_for_delivery(settings: StackSettings, moment: float, timeout: float = 120.0) -> None:
+    """Until the stack's lineage drainer has delivered (or given up on) every event queued before ``moment``: what
+    Marquez says after this includes them."""
+    deadline = time.monotonic() + timeout
+    left = queued_before(settings, moment)
+    while left and time.monotonic() < deadline:
+        time.sleep(1)
+        left = queued_before(settings, moment)
+    assert not left, f"{left} lineage event(s) queued before {moment:.0f} still undelivered after {timeout:.0f} s"
+
+
+def wait_for(what: str, probe: Callable[[], object], deadline: float = DEADLINE) -> object:
+    """``probe()`` until it returns something truthy; fails naming ``what`` and the last value otherwise."""
+    end, last = time.monotonic() + deadline, None
+    while time.monotonic() < end:
+        last = probe()
+        if last:
+            return last
+        time.sleep(2)
+    pytest.fail(f"{what}: not within {deadline} s (last seen: {last!r})")

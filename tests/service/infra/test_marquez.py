@@ -126,7 +126,11 @@ def test_a_killed_marquez_loses_nothing_and_keeps_each_runs_order(settings, tmp_
         killed.set()
         while read_pid(marquez) is not None:
             time.sleep(0.1)
-        time.sleep(2)  # the drainer meets a dead Marquez and backs off
+        # the drainer meets the dead Marquez: an event it tried is queued again with the error (the outbox's record)
+        deadline = time.monotonic() + 60
+        while not outbox.pending_errors() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert outbox.pending_errors(), "the drainer never recorded a failed delivery to the dead Marquez"
         assert outbox.counts().queued > 0
         supervisor.start(marquez, log=lambda _: None)
         assert drainer.flush(timeout=180), f"still queued after restart: {outbox.counts()}"

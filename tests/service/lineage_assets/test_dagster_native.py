@@ -17,8 +17,8 @@ from infra.services.iceberg_catalog import load_catalog
 from infra.settings import StackSettings
 from lineage_assets.definitions import build_definitions
 from lineage_assets.source.orders import ensure_table
-from tests.service.lineage_assets.test_ui_dagster import ARTIFACTS, open_page
 from tests.support.engine_waits import wait_for_tick
+from tests.support.ui_pages import ARTIFACTS, open_page
 
 defs = build_definitions(StackSettings.from_env())
 

@@ -9,18 +9,13 @@ and leave the pipeline running as they found it.
 
 from __future__ import annotations
 
-import base64
-import json
 import time
-from collections.abc import Callable
-from urllib.parse import quote
 
 import dagster as dg
 import pytest
 import requests
 
 from infra.services.dagster import DagsterDev, dagster_cli
-from infra.services.flink import flink_cli, order_functions_jar
 from infra.settings import REPO_ROOT
 from lineage_assets.checks.asset_checks import build_lineage_checks
 from lineage_assets.flink import supplier_stats_stream_asset
@@ -29,58 +24,14 @@ from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.metadata import asset_key
 from lineage_assets.resources import build_resources
 from tests.service.lineage_assets.conftest import private_lineage, stack_dagster_instance
+from tests.support.engine_waits import DEADLINE, wait_for, wait_for_delivery, wait_for_tick
+from tests.support.marquez_runs import marquez_runs, one_open_run_with, running_runs
+from tests.support.outside_flink import cancel, flink, restart_with_flink_cli, running_jid
 
 pytestmark = pytest.mark.service
 
-NAMESPACE = "lineage-lab"  # the stack's own job namespace: these tests are about the stack's lineage
 FLINK_JOB = "supplier-stats"
 CONNECTOR = "orders-s3-sink"
-#: generous: the stack's sensors tick every 30 s; two ticks and a deployment fit several times over
-DEADLINE = 240
-
-
-def wait_for(what: str, probe: Callable[[], object], deadline: float = DEADLINE) -> object:
-    """``probe()`` until it returns something truthy; fails naming ``what`` and the last value otherwise."""
-    end, last = time.monotonic() + deadline, None
-    while time.monotonic() < end:
-        last = probe()
-        if last:
-            return last
-        time.sleep(2)
-    pytest.fail(f"{what}: not within {deadline} s (last seen: {last!r})")
-
-
-def marquez_runs(settings, job: str) -> list[dict]:
-    url = f"{settings.marquez_url}/api/v1/namespaces/{NAMESPACE}/jobs/{quote(job, safe='')}/runs"
-    return requests.get(url, params={"limit": 200}, timeout=10).json().get("runs", [])
-
-
-def running_runs(settings, job: str) -> list[dict]:
-    return [r for r in marquez_runs(settings, job) if r["state"] == "RUNNING"]
-
-
-def flink(settings, method: str, path: str, **kwargs) -> dict:
-    resp = requests.request(method, f"{settings.flink_rest_url}{path}", timeout=30, **kwargs)
-    resp.raise_for_status()
-    return resp.json() if resp.content else {}
-
-
-def running_jid(settings, name: str) -> str | None:
-    jobs = flink(settings, "GET", "/jobs/overview")["jobs"]
-    return next((j["jid"] for j in jobs if j["name"] == name and j["state"] == "RUNNING"), None)
-
-
-def cancel(settings, jid: str) -> None:
-    flink(settings, "PATCH", f"/jobs/{jid}", params={"mode": "cancel"})
-    wait_for(f"{jid} cancelled", lambda: flink(settings, "GET", f"/jobs/{jid}")["state"] == "CANCELED")
-
-
-def one_open_run_with(settings, job: str, facet: str, field: str, value: str) -> dict | None:
-    """The single RUNNING run of ``job`` in Marquez when it carries ``value`` in its run facet, else None."""
-    runs = running_runs(settings, job)
-    if len(runs) == 1 and ((runs[0].get("facets") or {}).get(facet) or {}).get(field) == value:
-        return runs[0]
-    return None
 
 
 def stack_observation(settings, key: dg.AssetKey) -> dict[str, object]:
@@ -95,38 +46,6 @@ def stack_observation(settings, key: dg.AssetKey) -> dict[str, object]:
 def stack_sensor(settings, action: str, sensor: str) -> None:
     result = dagster_cli(DagsterDev(settings).dagster_home, REPO_ROOT / "workspace.yaml", "sensor", action, sensor)
     assert result.returncode == 0, result.stderr[-800:]
-
-
-def job_args(settings, jid: str) -> list[str]:
-    """The program arguments a pipeline job records in its own configuration (read here without the product)."""
-    user = flink(settings, "GET", f"/jobs/{jid}/config")["execution-config"]["user-config"]
-    return json.loads(base64.urlsafe_b64decode(user["lineage-lab.args"]))
-
-
-def restart_with_flink_cli(settings, stopped: str, state: str, args: list[str] | None = None) -> str:
-    """Start supplier-stats again from ``state`` as an operator would: the command line the project submits with
-    (Flink's CLI), with the arguments (unless ``args`` are given) and version the stopped job carried; returns the
-    new Flink job id."""
-    user = flink(settings, "GET", f"/jobs/{stopped}/config")["execution-config"]["user-config"]
-    jobs_dir = REPO_ROOT / "flink_jobs"
-    result = flink_cli(
-        settings,
-        "run",
-        "-d",
-        "-j",
-        str(order_functions_jar(settings)),
-        "-s",
-        state,
-        "-pyfs",
-        f"{jobs_dir / 'connections.py'},{jobs_dir / 'deployment.py'}",
-        "-py",
-        str(jobs_dir / "supplier_stats_job.py"),
-        *(job_args(settings, stopped) if args is None else args),
-        "--version",
-        user["lineage-lab.version"],
-    )
-    assert "Job has been submitted with JobID" in result.stdout, result.stdout[-2000:] + result.stderr[-2000:]
-    return result.stdout.split("Job has been submitted with JobID ", 1)[1].split()[0]
 
 
 @pytest.fixture(scope="module")
@@ -278,8 +197,12 @@ def test_check_d_fails_while_the_lineage_is_stale_and_passes_once_the_sensor_ran
         assert not stale.passed, "the engine runs a job whose run Marquez does not have open"
         assert "stale lineage, job running" in (stale.description or ""), stale.description
     finally:
+        started = time.time()
         stack_sensor(settings, "start", "flink_job_sensor")
-    evaluation = wait_for(
-        "check (d) passing after the sensor ran", lambda: (e := run_state_check(settings)).passed and e
-    )
+    # the sensor's next tick opens the run of the restarted job; once the drainer delivered what it queued, check (d)
+    # is evaluated once
+    tick = wait_for_tick(settings, "flink_job_sensor", after=started, timeout=DEADLINE)
+    wait_for_delivery(settings, tick["endTimestamp"])
+    evaluation = run_state_check(settings)
+    assert evaluation.passed, evaluation.description
     assert "lineage RUNNING" in evaluation.description

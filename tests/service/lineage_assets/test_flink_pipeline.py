@@ -22,10 +22,6 @@ import dagster as dg
 import pytest
 import requests
 from confluent_kafka import Producer
-from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
-from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
-from confluent_kafka.serialization import MessageField, SerializationContext
-from pyiceberg.expressions import StartsWith
 
 from infra import supervisor
 from infra.services.base import read_pid
@@ -48,22 +44,15 @@ from tests.service.lineage_assets.conftest import (
     read_topic,
 )
 from tests.support.engine_waits import wait_for_checkpoints
+from tests.support.order_stream import (
+    Orders,
+    assert_windows_equal,
+    expected_windows,
+    iceberg_rows,
+    stats_in,
+)
 
-SUPPLIERS = ["Alice", "Bob", "Carol", "Alex", "Joe", "James", "Jane", "Jack"]
-POISON_SCHEMA = {  # a registered writer schema whose bid_time may be null
-    "type": "record",
-    "name": "Order",
-    "namespace": "lineage_lab.poison",
-    "fields": [
-        {"name": "supplier", "type": "string"},
-        {"name": "item", "type": "string"},
-        {"name": "price", "type": "string"},
-        {"name": "bid_time", "type": ["null", "long"]},
-        {"name": "order_id", "type": "string"},
-    ],
-}
 JOBS = (iceberg_ingestion_asset.JOB, supplier_stats_stream_asset.JOB)
-TIMEOUT = 300
 
 
 @pytest.fixture(scope="module")
@@ -106,130 +95,6 @@ def deployed(settings, resources, instance, pipeline):
         job = client.active(name)
         if job:
             client.cancel(job.jid)
-
-
-class Orders:
-    """Produces orders (Avro through the registry, like the source connector) and the expected windows."""
-
-    def __init__(self, settings):
-        registry = SchemaRegistryClient({"url": settings.schema_registry_url})
-        schema = registry.get_latest_version("orders-value").schema.schema_str
-        self.serialize = AvroSerializer(registry, schema, conf={"auto.register.schemas": False})
-        registry.register_schema("orders-poison-value", Schema(json.dumps(POISON_SCHEMA), "AVRO"))
-        self.poison_serialize = AvroSerializer(
-            registry,
-            json.dumps(POISON_SCHEMA),
-            conf={"auto.register.schemas": False, "subject.name.strategy": lambda ctx, name: "orders-poison-value"},
-        )
-        self.ctx = SerializationContext("orders", MessageField.VALUE)
-        self.producer = Producer({"bootstrap.servers": settings.kafka_bootstrap, "linger.ms": 20})
-        self.token = uuid.uuid4().hex[:12]
-        # the reference's suppliers, made unique to this producer: windows of earlier runs never match
-        self.suppliers = [f"{name}-{self.token[:6]}" for name in SUPPLIERS]
-
-    def produce(self, count: int, start: dt.datetime, step_ms: int, rng: random.Random) -> dict[str, dict]:
-        """``count`` orders with bid_times start, start+step, ... (so each partition is in event-time order)."""
-        orders = {}
-        for i in range(count):
-            order_id = f"ff-{self.token}-{start:%H%M%S}-{i}"
-            order = {
-                "order_id": order_id,
-                "supplier": rng.choice(self.suppliers),
-                "item": rng.choice(["Lamp", "Pen", "Chair", "Mug"]),
-                "price": f"{Decimal(rng.randint(100, 15000)) / 100:.2f}",
-                "bid_time": start + dt.timedelta(milliseconds=i * step_ms),
-            }
-            orders[order_id] = order
-            self.producer.produce("orders", key=order_id, value=self.serialize(order, self.ctx))
-        return orders
-
-    def produce_poison(self, count: int, bid: dt.datetime) -> None:
-        kinds = [
-            lambda n: f"junk-{self.token}-{n}".encode(),
-            lambda n: b"\x00\x7f\xff\xff\xf0" + f"unknown-id-{self.token}-{n}".encode(),
-            lambda n: self.serialize(self.poison("abc", bid, n), self.ctx),
-            lambda n: self.poison_serialize(self.poison("1.00", None, n), self.ctx),
-        ]
-        for n in range(count):
-            self.producer.produce("orders", key=f"poison-{self.token}", value=kinds[n % len(kinds)](n))
-
-    def poison(self, price: str, bid, n: int) -> dict:
-        return {
-            "order_id": f"poison-{self.token}-{n}",
-            "supplier": "Bob",
-            "item": "Pen",
-            "price": price,
-            "bid_time": bid,
-        }
-
-    def flush_windows(self, bid: dt.datetime) -> None:
-        """One order per partition past the data: every partition's watermark passes the test's windows."""
-        for partition in range(ORDERS_TOPIC.partitions):
-            order = {
-                "order_id": f"flush-{self.token}",
-                "supplier": "Jack",
-                "item": "-",
-                "price": "0.00",
-                "bid_time": bid,
-            }
-            self.producer.produce(
-                "orders", key=order["order_id"], value=self.serialize(order, self.ctx), partition=partition
-            )
-        assert self.producer.flush(60) == 0
-
-
-def expected_windows(orders: dict[str, dict]) -> dict[tuple[str, str], tuple[float, int]]:
-    sums: dict[tuple[str, str], list] = {}
-    for o in orders.values():
-        start = o["bid_time"].replace(second=o["bid_time"].second // 5 * 5, microsecond=0)
-        acc = sums.setdefault((start.strftime("%Y-%m-%dT%H:%M:%SZ"), o["supplier"]), [Decimal(0), 0])
-        acc[0] += Decimal(o["price"])
-        acc[1] += 1
-    return {k: (round(float(total), 2), count) for k, (total, count) in sums.items()}
-
-
-def stats_in(
-    settings, expected: dict, timeout: float = TIMEOUT, to_end: bool = False
-) -> list[tuple[tuple[str, str], tuple[float, int]]]:
-    """The job's records of the ``expected`` windows: until there are as many, or (``to_end``) every one committed
-    so far, duplicates kept."""
-    deserialize = AvroDeserializer(SchemaRegistryClient({"url": settings.schema_registry_url}))
-    ctx = SerializationContext("supplier-stats", MessageField.VALUE)
-
-    def want(msg):
-        v = deserialize(msg.value(), ctx)
-        key = (v["window_start"], v["supplier"])
-        if key not in expected:
-            return None
-        assert msg.key() == v["supplier"].encode(), "keyed by supplier"
-        return key, (v["total_price"], v["count"])
-
-    done = None if to_end else (lambda found: len(found) >= len(expected))
-    return read_topic(settings, "supplier-stats", want, done, timeout)
-
-
-def assert_windows_equal(found: list, expected: dict) -> None:
-    """One record per expected window, with its count and its sum (to the cent)."""
-    assert len(found) == len(expected), f"{len(found)} records for {len(expected)} windows: one record per window"
-    got = dict(found)
-    assert set(got) == set(expected)
-    wrong = {k: (got[k], v) for k, v in expected.items() if got[k][1] != v[1] or abs(got[k][0] - v[0]) > 1e-6}
-    assert not wrong, f"(window, supplier): (job, expected) differ: {wrong}"
-
-
-def iceberg_rows(resources, prefix: str, want: int) -> dict[str, list[Decimal]]:
-    table = resources["iceberg"].catalog().load_table("default.orders")
-    found: dict[str, list[Decimal]] = {}
-    deadline = time.monotonic() + TIMEOUT
-    while time.monotonic() < deadline:
-        rows = table.refresh().scan(row_filter=StartsWith("order_id", prefix), selected_fields=("order_id", "price"))
-        found = {}
-        for r in rows.to_arrow().to_pylist():
-            found.setdefault(r["order_id"], []).append(r["price"])
-        if len(found) >= want:
-            return found
-        time.sleep(3)
-    return found
 
 
 def test_windows_and_iceberg_are_exact_and_poison_is_dead_lettered(settings, resources, deployed):

@@ -34,14 +34,14 @@ from tests.service.lineage_assets.conftest import (
     private_lineage,
     stack_dagster_instance,
 )
-from tests.service.lineage_assets.test_flink_pipeline import (
+from tests.support.flink_cluster import FlinkSessionCluster
+from tests.support.order_stream import (
     Orders,
     assert_windows_equal,
     expected_windows,
     iceberg_rows,
     stats_in,
 )
-from tests.support.flink_cluster import FlinkSessionCluster
 
 REST_PORT, RPC_PORT = 8095, 6133
 JOBS = (iceberg_ingestion_asset.JOB, supplier_stats_stream_asset.JOB)

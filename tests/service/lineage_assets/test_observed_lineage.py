@@ -25,15 +25,9 @@ from lineage_assets.checks.engine_lineage import build_engine_lineage_check
 from lineage_assets.flink.deploy import job_environment
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.resources import build_resources
-from tests.service.lineage_assets.test_engine_truth import (
-    cancel,
-    flink,
-    job_args,
-    marquez_runs,
-    restart_with_flink_cli,
-    running_jid,
-    wait_for,
-)
+from tests.support.engine_waits import wait_for
+from tests.support.marquez_runs import marquez_runs
+from tests.support.outside_flink import cancel, flink, job_args, restart_with_flink_cli, running_jid
 
 pytestmark = pytest.mark.service
 

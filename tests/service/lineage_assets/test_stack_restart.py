@@ -21,15 +21,16 @@ import requests
 from lineage_assets.kafka.topics import end_offsets
 from tests.service.lineage_assets.conftest import after_everything_in_orders
 from tests.service.lineage_assets.conservation.conftest import group_committed
-from tests.service.lineage_assets.test_engine_truth import one_open_run_with, running_jid, wait_for
-from tests.service.lineage_assets.test_flink_pipeline import (
+from tests.support.engine_waits import wait_for, wait_for_checkpoints
+from tests.support.marquez_runs import one_open_run_with
+from tests.support.order_stream import (
     Orders,
     assert_windows_equal,
     expected_windows,
     iceberg_rows,
     stats_in,
 )
-from tests.support.engine_waits import wait_for_checkpoints
+from tests.support.outside_flink import running_jid
 
 pytestmark = pytest.mark.service
 

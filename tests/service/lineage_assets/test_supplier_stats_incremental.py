@@ -23,14 +23,14 @@ from lineage_assets.conservation.stores import Stores, count_store_path
 from lineage_assets.flink.tables import ensure_orders_table
 from lineage_assets.lineage.identity import SPARK_SUPPLIER_STATS_JOB
 from tests.service.lineage_assets.conftest import commit_retrying
-from tests.service.lineage_assets.test_supplier_stats import (
+from tests.support.new_orders_pause import new_orders_sensor_paused
+from tests.support.supplier_stats_days import (
     actual_stats,
     expected_stats,
     known_orders,
     materialize,
     write_orders,
 )
-from tests.support.new_orders_pause import new_orders_sensor_paused
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import re
 import time
-from pathlib import Path
 from urllib.parse import quote
 
 import dagster as dg
@@ -22,26 +21,11 @@ from dagster._core.definitions.freshness import FreshnessState  # not exported b
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.main_job import BATCH_SENSOR
 from lineage_assets.metadata import asset_key
+from tests.support.ui_pages import ARTIFACTS, open_page
 
 pytestmark = pytest.mark.service
 
-ARTIFACTS = Path(__file__).parents[2] / "artifacts"
 FRESHNESS_KEYS = ("iceberg_orders", "kafka_supplier_stats", "archive_orders", "iceberg_supplier_stats")
-
-
-def open_page(browser, url: str, screenshot: Path, ready: str):
-    """The page at ``url`` once ``ready`` text shows (the first visit's community dialog skipped); screenshot kept."""
-    page = browser.new_page(viewport={"width": 1600, "height": 1000})
-    page.goto(url, wait_until="networkidle")
-    skip = page.get_by_role("button", name="Skip")
-    if skip.count():
-        skip.first.click()
-    try:
-        page.get_by_text(ready, exact=False).first.wait_for(timeout=30_000)
-    finally:
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=screenshot, full_page=True)
-    return page
 
 
 def test_asset_pages_show_the_freshness_the_daemon_evaluated(settings, browser, stack_instance, pipeline_ran):

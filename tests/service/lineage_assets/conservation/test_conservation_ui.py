@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from tests.service.lineage_assets.test_ui_dagster import ARTIFACTS, open_page
+from tests.support.ui_pages import ARTIFACTS, open_page
 
 pytestmark = pytest.mark.service
 
