@@ -47,9 +47,16 @@ rm -rf "$reports" && mkdir -p "$reports"
 phase() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "${3:-}" "$(date +%s)" >>"$reports/phases.tsv"; }
 for p in bootstrap lint unit junit mutation stack service after_suite compose; do phase "$p" pending; done
 
-started_here=0
+started_here=0 stack_pid="" compose_pid=""
 on_exit() {
   local status=$? py=.venv/bin/python ci=()
+  # a background step still running when the run fails: stopped, and what it started goes too
+  if [[ -n $stack_pid ]]; then wait "$stack_pid" || true; fi
+  if [[ -n $compose_pid ]]; then
+    kill -- -"$compose_pid" 2>/dev/null || true
+    wait "$compose_pid" 2>/dev/null || true
+    bash infra/compose/down.sh >/dev/null 2>&1 || true
+  fi
   if ((started_here)); then .venv/bin/lineage-lab stack down || true; fi
   [[ -x $py ]] || py=python3
   if is_ci; then ci=(--ci --expected .ci/expected-skips); fi
@@ -77,6 +84,23 @@ phase lint running
 .venv/bin/dg list defs >"$reports/dg-list-defs.txt"
 echo "dg list defs: $reports/dg-list-defs.txt"
 phase lint passed
+
+# The embedded stack comes up in the background while the unit, JUnit and mutation tests run (none of them uses a
+# service); its output goes to $reports/stack.log and is shown once it is waited for, before the service tests.
+if ! .venv/bin/lineage-lab stack status >/dev/null 2>&1; then
+  started_here=1
+fi
+# a short freshness window, so the test that cancels a Flink job sees its output turn late in test time
+export LINEAGE_LAB_STREAMING_FRESH_MINUTES="${LINEAGE_LAB_STREAMING_FRESH_MINUTES:-1}"
+# a short supplier_stats freshness budget, so a day the tests write again gets its run within their waits (the budget
+# path still runs: a day written less than 30 s ago is owed, not asked for)
+export LINEAGE_LAB_SUPPLIER_STATS_FRESHNESS_S="${LINEAGE_LAB_SUPPLIER_STATS_FRESHNESS_S:-30}"
+# sensors tick every 15 s instead of 30: the tests wait for what the sensors observe, none for the pace itself
+export LINEAGE_LAB_SENSOR_INTERVAL_S="${LINEAGE_LAB_SENSOR_INTERVAL_S:-15}"
+echo "== embedded stack: coming up in the background (log: $reports/stack.log)"
+phase stack running
+.venv/bin/lineage-lab stack up </dev/null >"$reports/stack.log" 2>&1 &
+stack_pid=$!
 
 echo "== unit tests (no services)"
 phase unit running
@@ -117,20 +141,25 @@ phase mutation running
 .venv/bin/python scripts/mutation.py --fast  # issue 28: fails on a survivor
 phase mutation passed
 
-if ! .venv/bin/lineage-lab stack status >/dev/null 2>&1; then
-  started_here=1
-fi
-# a short freshness window, so the test that cancels a Flink job sees its output turn late in test time
-export LINEAGE_LAB_STREAMING_FRESH_MINUTES="${LINEAGE_LAB_STREAMING_FRESH_MINUTES:-2}"
-# a short supplier_stats freshness budget, so a day the tests write again gets its run within their waits (the budget
-# path still runs: a day written less than 30 s ago is owed, not asked for)
-export LINEAGE_LAB_SUPPLIER_STATS_FRESHNESS_S="${LINEAGE_LAB_SUPPLIER_STATS_FRESHNESS_S:-30}"
-# sensors tick every 15 s instead of 30: the tests wait for what the sensors observe, none for the pace itself
-export LINEAGE_LAB_SENSOR_INTERVAL_S="${LINEAGE_LAB_SENSOR_INTERVAL_S:-15}"
-echo "== embedded stack"
-phase stack running
-.venv/bin/lineage-lab stack up
+echo "== embedded stack (started in the background after lint)"
+stack_status=0
+wait "$stack_pid" || stack_status=$?
+stack_pid=""
+cat "$reports/stack.log"
+((stack_status == 0)) || { echo "the embedded stack did not come up (exit $stack_status): above" >&2; exit 1; }
 phase stack passed
+
+# The Compose deployment comes up from cold in the background while the service tests run (its published ports
+# apart from the embedded stack's); its tests run after the suite, against the embedded stack's final lineage graph.
+# Its own process group, so a failed run stops all of it (on_exit).
+export LINEAGE_LAB_COMPOSE_DAGSTER_PORT=13000 LINEAGE_LAB_COMPOSE_MARQUEZ_WEB_PORT=13001 \
+  LINEAGE_LAB_COMPOSE_MARQUEZ_PORT=15000 LINEAGE_LAB_COMPOSE_FLINK_PORT=18081
+if [[ $compose_state == run ]]; then
+  echo "== Compose deployment: coming up in the background (log: $reports/compose-up.log)"
+  phase compose running
+  setsid bash infra/compose/test.sh up >"$reports/compose-up.log" 2>&1 &
+  compose_pid=$!
+fi
 
 # the service tests only: the unit tests ran above, and no test runs twice; the 25 slowest are listed at the end
 echo "== service tests"
@@ -155,13 +184,15 @@ phase after_suite passed
 # The Compose deployment: the embedded stack's lineage graph is kept to compare with, and a stack started here is
 # stopped first to free the machine. tests/compose writes $reports/compose.xml.
 if [[ $compose_state == run ]]; then
-  echo "== Compose deployment (infra/compose/test.sh)"
-  phase compose running
+  echo "== Compose deployment (infra/compose/test.sh up, then check)"
   .venv/bin/lineage-lab lineage graph >.lab/embedded-graph.json
   if ((started_here)); then .venv/bin/lineage-lab stack down; started_here=0; fi
-  # its published ports apart from the embedded stack's, which may still be running
-  LINEAGE_LAB_COMPOSE_DAGSTER_PORT=13000 LINEAGE_LAB_COMPOSE_MARQUEZ_WEB_PORT=13001 LINEAGE_LAB_COMPOSE_MARQUEZ_PORT=15000 \
-    LINEAGE_LAB_COMPOSE_FLINK_PORT=18081 LINEAGE_LAB_EMBEDDED_GRAPH="$PWD/.lab/embedded-graph.json" \
-    LINEAGE_LAB_TEST_REPORTS="$PWD/$reports" bash infra/compose/test.sh
+  compose_status=0
+  wait "$compose_pid" || compose_status=$?
+  compose_pid=""
+  cat "$reports/compose-up.log"
+  ((compose_status == 0)) || { echo "the Compose deployment did not come up (exit $compose_status): above" >&2; exit 1; }
+  LINEAGE_LAB_EMBEDDED_GRAPH="$PWD/.lab/embedded-graph.json" LINEAGE_LAB_TEST_REPORTS="$PWD/$reports" \
+    bash infra/compose/test.sh check
   phase compose passed
 fi

@@ -5,12 +5,22 @@
 # unless LINEAGE_LAB_COMPOSE_KEEP=1. LINEAGE_LAB_EMBEDDED_GRAPH: the embedded stack's `lineage-lab lineage graph`,
 # to compare the lineage with. tests/compose writes its JUnit XML report to LINEAGE_LAB_TEST_REPORTS/compose.xml
 # (by default the repository's .lab/test-reports), mounted into the container.
+#
+# Steps: `test.sh` runs both; `test.sh up` only brings the deployment up from cold (torn down if that fails), and
+# `test.sh check` runs tests/compose in a deployment already up, then tears it down. scripts/test.sh runs `up` in
+# the background while the service tests run, and `check` once the embedded stack's lineage graph is final.
 set -euo pipefail
+step=${1:-all}
+case $step in all | up | check) ;; *)
+  echo "usage: infra/compose/test.sh [up|check] (no argument: both)" >&2
+  exit 2
+  ;;
+esac
 reports=${LINEAGE_LAB_TEST_REPORTS:-$(dirname "$0")/../../.lab/test-reports}
 mkdir -p "$reports" && reports=$(realpath "$reports")
 # a relative LINEAGE_LAB_EMBEDDED_GRAPH is relative to where the script was called from, not to infra/compose
 embedded_graph=""
-if [[ -n ${LINEAGE_LAB_EMBEDDED_GRAPH:-} ]]; then
+if [[ $step != up && -n ${LINEAGE_LAB_EMBEDDED_GRAPH:-} ]]; then
   embedded_graph=$(realpath -e "$LINEAGE_LAB_EMBEDDED_GRAPH") || {
     echo "LINEAGE_LAB_EMBEDDED_GRAPH=$LINEAGE_LAB_EMBEDDED_GRAPH: no such file; write it with \`lineage-lab lineage graph > FILE\` on the embedded stack, or unset it" >&2
     exit 2
@@ -19,11 +29,10 @@ fi
 cd "$(dirname "$0")"
 say() { printf '\033[1m[compose test]\033[0m %s\n' "$*"; }
 
-bash ./ensure-docker.sh
-say "removing an earlier deployment and its volumes (a cold start)"
-bash ./down.sh >/dev/null 2>&1 || true
+# up: the deployment stays for `check` when it came up; check: it goes in any case
 teardown() {
   local status=$?
+  [[ $step == up && $status == 0 ]] && return
   if ((status != 0)); then # the deployment goes with its logs: the daemon's (sensors, run queue) say the most
     say "failed (exit $status); the Dagster daemon's last log lines before tearing down:"
     docker-compose logs --no-color --tail 80 dagster-daemon 2>&1 | grep -v -i heartbeat || true
@@ -33,7 +42,13 @@ teardown() {
 }
 [[ ${LINEAGE_LAB_COMPOSE_KEEP:-0} == 1 ]] || trap teardown EXIT
 
-bash ./up.sh
+if [[ $step != check ]]; then
+  bash ./ensure-docker.sh
+  say "removing an earlier deployment and its volumes (a cold start)"
+  bash ./down.sh >/dev/null 2>&1 || true
+  bash ./up.sh
+fi
+[[ $step != up ]] || exit 0
 
 extra=()
 if [[ -n $embedded_graph ]]; then

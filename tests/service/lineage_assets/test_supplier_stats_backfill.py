@@ -31,7 +31,7 @@ from tests.support.new_orders_pause import new_orders_sensor_paused
 defs = build_definitions(StackSettings.from_env())
 
 #: enough days to tell one run and one Spark application per day from one for the range (each day costs a Spark run)
-DAYS = 3
+DAYS = 2
 LAUNCH = """
 mutation($params: LaunchBackfillParams!) {
   launchPartitionBackfill(backfillParams: $params) {
