@@ -201,7 +201,14 @@ class StackSettings:
 
     def check_budgets(self) -> None:
         """The supplier_stats freshness budget must end before the conservation check warns about what it defers; a
-        sensor must wait between ticks."""
+        sensor must wait between ticks; a streaming output's freshness window must hold Dagster's warning at half of
+        it (Dagster refuses a warning window under a minute, with an error that names no setting)."""
+        if self.streaming_fresh_minutes < 2:
+            raise SettingsError(
+                f"{ENV_PREFIX}STREAMING_FRESH_MINUTES={self.streaming_fresh_minutes}: a streaming output's freshness "
+                "window must be at least 2 minutes (it warns at half the window, and Dagster's shortest warning is a "
+                "minute); 15 by default"
+            )
         if self.sensor_interval_s < 1:
             raise SettingsError(
                 f"{ENV_PREFIX}SENSOR_INTERVAL_S={self.sensor_interval_s}: the seconds between two sensor ticks must be "

@@ -90,16 +90,21 @@ phase lint passed
 if ! .venv/bin/lineage-lab stack status >/dev/null 2>&1; then
   started_here=1
 fi
-# a short freshness window, so the test that cancels a Flink job sees its output turn late in test time
-export LINEAGE_LAB_STREAMING_FRESH_MINUTES="${LINEAGE_LAB_STREAMING_FRESH_MINUTES:-1}"
-# a short supplier_stats freshness budget, so a day the tests write again gets its run within their waits (the budget
-# path still runs: a day written less than 30 s ago is owed, not asked for)
-export LINEAGE_LAB_SUPPLIER_STATS_FRESHNESS_S="${LINEAGE_LAB_SUPPLIER_STATS_FRESHNESS_S:-30}"
-# sensors tick every 15 s instead of 30: the tests wait for what the sensors observe, none for the pace itself
-export LINEAGE_LAB_SENSOR_INTERVAL_S="${LINEAGE_LAB_SENSOR_INTERVAL_S:-15}"
+# The stack's test settings: shorter intervals wherever the behaviour under test does not depend on them
+# (docs/testing.md). Given to the stack here, and exported for the service tests below; the unit tests see none.
+# - a short freshness window (Dagster's shortest: it warns at half), so the test that cancels a Flink job sees
+#   its output turn late in test time
+# - a short supplier_stats freshness budget, so a day the tests write again gets its run within their waits (the
+#   budget path still runs: a day written less than 30 s ago is owed, not asked for)
+# - sensors tick every 15 s instead of 30: the tests wait for what the sensors observe, none for the pace itself
+test_settings=(
+  LINEAGE_LAB_STREAMING_FRESH_MINUTES="${LINEAGE_LAB_STREAMING_FRESH_MINUTES:-2}"
+  LINEAGE_LAB_SUPPLIER_STATS_FRESHNESS_S="${LINEAGE_LAB_SUPPLIER_STATS_FRESHNESS_S:-30}"
+  LINEAGE_LAB_SENSOR_INTERVAL_S="${LINEAGE_LAB_SENSOR_INTERVAL_S:-15}"
+)
 echo "== embedded stack: coming up in the background (log: $reports/stack.log)"
 phase stack running
-.venv/bin/lineage-lab stack up </dev/null >"$reports/stack.log" 2>&1 &
+env "${test_settings[@]}" .venv/bin/lineage-lab stack up </dev/null >"$reports/stack.log" 2>&1 &
 stack_pid=$!
 
 echo "== unit tests (no services)"
@@ -161,6 +166,7 @@ if [[ $compose_state == run ]]; then
   compose_pid=$!
 fi
 
+export "${test_settings[@]}"
 # the service tests only: the unit tests ran above, and no test runs twice; the 25 slowest are listed at the end
 echo "== service tests"
 phase service running

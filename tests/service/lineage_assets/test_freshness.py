@@ -1,6 +1,6 @@
 """Freshness as the stack's own Dagster daemon evaluates it: the supplier-stats Flink job deployed through the
 stack's instance keeps kafka/supplier_stats fresh; cancelled, the flink sensor reports it CANCELED and materializes
-its output no more, the output turns late (LINEAGE_LAB_STREAMING_FRESH_MINUTES, 1 in scripts/test.sh) only once its
+its output no more, the output turns late (LINEAGE_LAB_STREAMING_FRESH_MINUTES, 2 in scripts/test.sh) only once its
 last materialization is a window old (both read from the instance), its OpenLineage run ends ABORTED in Marquez,
 and a redeployment makes it fresh again. Each state is waited for with a generous deadline; no duration is
 asserted."""
@@ -30,7 +30,7 @@ def window(settings) -> float:
     if settings.streaming_fresh_minutes > 5:
         pytest.skip(
             f"the stack's freshness window is {settings.streaming_fresh_minutes} min: start the stack with "
-            "LINEAGE_LAB_STREAMING_FRESH_MINUTES=1 (scripts/test.sh does) to see it turn late in test time"
+            "LINEAGE_LAB_STREAMING_FRESH_MINUTES=2 (scripts/test.sh does) to see it turn late in test time"
         )
     return settings.streaming_fresh_minutes * 60.0
 

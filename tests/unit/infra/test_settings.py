@@ -108,3 +108,10 @@ def test_a_sensor_interval_below_one_second_is_refused_naming_the_variable():
     with pytest.raises(SettingsError, match="SENSOR_INTERVAL_S=0: the seconds between two sensor ticks must be"):
         StackSettings.from_env({"LINEAGE_LAB_SENSOR_INTERVAL_S": "0"})
     assert StackSettings.from_env({"LINEAGE_LAB_SENSOR_INTERVAL_S": "15"}).sensor_interval_s == 15
+
+
+def test_a_streaming_freshness_window_under_two_minutes_is_refused_naming_the_variable():
+    """Dagster would refuse the half-window warning with an invariant error that names no setting."""
+    with pytest.raises(SettingsError, match="STREAMING_FRESH_MINUTES=1: a streaming output's freshness window must"):
+        StackSettings.from_env({"LINEAGE_LAB_STREAMING_FRESH_MINUTES": "1"})
+    assert StackSettings.from_env({"LINEAGE_LAB_STREAMING_FRESH_MINUTES": "2"}).streaming_fresh_minutes == 2
