@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import dagster as dg
+from dagster._core.storage.dagster_run import NOT_FINISHED_STATUSES
 
 from infra.services.dagster import DagsterDev, dagster_cli
 from infra.services.iceberg_catalog import load_catalog
@@ -30,6 +31,32 @@ def stack_sensor(settings: StackSettings, *args: str) -> None:
         raise RuntimeError(f"`dagster sensor {' '.join(args)}` failed: {(result.stderr or result.stdout)[-500:]}")
 
 
+#: the jobs the stack's daemon runs on its own that write supplier_stats (the sensor's and the finalise schedule's)
+SUPPLIER_STATS_JOBS = ("supplier_stats_days_job", "supplier_stats_finalise_job")
+#: how long a supplier_stats run already asked for may take to end
+RUN_END_WAIT_S = 600
+
+
+def wait_for_runs_it_asked_for(settings: StackSettings) -> None:
+    """Until no supplier_stats run the daemon was asked for before the sensor stopped is queued or running: inside the
+    block nothing but its own writer changes supplier_stats."""
+    deadline = time.monotonic() + RUN_END_WAIT_S
+    with dg.DagsterInstance.from_config(str(DagsterDev(settings).dagster_home)) as instance:
+        while True:
+            unfinished = [
+                r.run_id
+                for job in SUPPLIER_STATS_JOBS
+                for r in instance.get_runs(
+                    filters=dg.RunsFilter(job_name=job, statuses=list(NOT_FINISHED_STATUSES)), limit=20
+                )
+            ]
+            if not unfinished:
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"supplier_stats runs {unfinished} did not end within {RUN_END_WAIT_S} s")
+            time.sleep(2)
+
+
 @contextmanager
 def new_orders_sensor_paused(settings: StackSettings) -> Iterator[None]:
     """The stack's new-orders sensor off inside the block; then on again, its cursor at the first materialization
@@ -38,6 +65,7 @@ def new_orders_sensor_paused(settings: StackSettings) -> Iterator[None]:
     orders = Pipeline.from_settings(settings).dataset("iceberg_orders")
     stack_sensor(settings, "stop", BATCH_SENSOR)
     try:
+        wait_for_runs_it_asked_for(settings)
         yield
     finally:
         table = load_catalog(settings).load_table(orders.symlinks[0].name)
