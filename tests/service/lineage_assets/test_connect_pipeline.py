@@ -24,6 +24,7 @@ from lineage_assets.lineage.outbox import Outbox
 from lineage_assets.resources import build_resources
 from lineage_assets.source.generator import generate_orders_job
 from tests.service.lineage_assets.conftest import deliver, pipeline_for_tests, private_lineage
+from tests.support.connector_pause import connector_paused
 
 N = 40
 
@@ -139,7 +140,6 @@ def test_invalid_connector_config_fails_with_connects_message(settings):
 def test_sensor_reports_observations_and_connector_runs(settings, pipeline, resources, generated, instance):
     sensor = build_connector_sensor(pipeline, fresh_minutes=settings.streaming_fresh_minutes)
     outbox = Outbox(resources["lineage"].outbox_path)
-    client = ConnectClient(settings.connect_url)
 
     def evaluate(cursor):
         with dg.build_sensor_context(instance=instance, cursor=cursor, resources=resources) as ctx:
@@ -156,17 +156,8 @@ def test_sensor_reports_observations_and_connector_runs(settings, pipeline, reso
     assert [e.asset_key.to_user_string() for e in archived] == ["s3/orders_archive"], "new objects: materialized"
     assert outbox.counts().queued >= 4  # START + RUNNING for each connector
 
-    client.pause(SINK_CONNECTOR)
-    try:
-        deadline = time.monotonic() + 60
-        while client.status(SINK_CONNECTOR).state != "PAUSED" and time.monotonic() < deadline:
-            time.sleep(1)
+    with connector_paused(settings, SINK_CONNECTOR):  # returns once Connect says it is RUNNING again
         _, cursor = evaluate(cursor)
-    finally:
-        client.resume(SINK_CONNECTOR)
-    deadline = time.monotonic() + 60
-    while client.status(SINK_CONNECTOR).state != "RUNNING" and time.monotonic() < deadline:
-        time.sleep(1)
     _, cursor = evaluate(cursor)
 
     import sqlite3

@@ -94,6 +94,24 @@ def test_a_stopped_job_left_running_in_lineage_fails_until_its_run_is_closed():
     assert not run_state_agrees(closed, ds, PIPELINE, "RUNNING").passed, "a running job needs an open run"
 
 
+def test_a_paused_stopped_or_deleted_connector_is_stopped_and_its_run_must_be_closed():
+    """The connector sensor aborts a connector's run when Connect says PAUSED, STOPPED or DELETED (connect/runs.py):
+    check (d) reads those states as stopped too, never as running."""
+    ds = PIPELINE.dataset("archive_orders")
+    open_run = whole_pipeline()  # orders-s3-sink's run 2 is RUNNING
+    for state in ("PAUSED", "STOPPED", "DELETED"):
+        finding = run_state_agrees(open_run, ds, PIPELINE, state, None, "connector orders-s3-sink")
+        assert not finding.passed, state
+        assert finding.message.startswith(
+            f"stale lineage, job stopped: orders-s3-sink (connector orders-s3-sink) is {state} but run "
+            "0195c1c0-0000-7000-8000-000000000002 is RUNNING in the lineage graph"
+        ), finding.message
+    aborted = whole_pipeline(reference_event("orders-s3-sink", "ABORT", 2, minute=9))
+    for state in ("PAUSED", "STOPPED", "DELETED"):
+        assert run_state_agrees(aborted, ds, PIPELINE, state, None, "connector orders-s3-sink").passed, state
+    assert not run_state_agrees(aborted, ds, PIPELINE, "RUNNING", None, "connector orders-s3-sink").passed
+
+
 def test_a_running_job_needs_its_own_run_open_and_no_other():
     ds = PIPELINE.dataset("iceberg_orders")
     graph = whole_pipeline()
