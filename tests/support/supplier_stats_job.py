@@ -82,24 +82,5 @@ class Topic:
                     found.append(item)
         return found
 
-    def read_to_end(self, want, deadline: float) -> list:
-        """What ``want`` maps to a value of every committed record up to the topic's end when called; fails if the
-        end is not reached by ``deadline`` (a transaction left open there)."""
-        assigned = self.consumer.assignment()
-        ends = {tp.partition: self.consumer.get_watermark_offsets(tp, timeout=10)[1] for tp in assigned}
-        found: list = []
-
-        def behind() -> list:  # positions pass transaction markers too, which are never delivered
-            return [tp.partition for tp in self.consumer.position(assigned) if tp.offset < ends[tp.partition]]
-
-        while behind():
-            assert time.monotonic() < deadline, f"partitions {behind()} not read to their end {ends}"
-            msg = self.consumer.poll(0.5)
-            if msg is not None and not msg.error():
-                item = want(msg)
-                if item is not None:
-                    found.append(item)
-        return found
-
     def close(self) -> None:
         self.consumer.close()
