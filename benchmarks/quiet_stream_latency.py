@@ -1,9 +1,11 @@
-"""How soon supplier-stats counts the orders of a quiet stream: each round produces N orders for a new supplier
-(bid_times after everything in `orders`, keyed by order id like the source connector), then silence; the figure is
-the time from the producer's flush to the last of them counted in a committed window record (a read-committed
-consumer of its own), set against the bound the running job's settings give: window + out-of-orderness + quiet
-advance + one checkpoint (its script's constants and its arguments). test_supplier_stats_quiet_stream waits for
-the same counting without a bound (issue 38: latency is a benchmark's figure, not a test's assertion).
+"""How soon supplier-stats counts the orders of a quiet stream, against the bound its settings give.
+
+Each round produces N orders for a new supplier (bid_times after everything in `orders`, keyed by order id like the
+source connector), then silence; the figure is the time from the producer's flush to the last of them counted in a
+committed window record (a read-committed consumer of its own), set against the bound the running job's settings
+give: window + out-of-orderness + quiet advance + one checkpoint (its script's constants and its arguments).
+test_supplier_stats_quiet_stream waits for the same counting without a bound (issue 38: latency is a benchmark's
+figure, not a test's assertion).
 
 Needs the stack up and the main job run (`scripts/run.sh`). Prints every round, the median and median / bound.
 
