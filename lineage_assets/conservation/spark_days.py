@@ -29,7 +29,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from lineage_assets.conservation.balance import HopBalance, OtherWriter, StoreUnavailable
+from lineage_assets.conservation.balance import (
+    HopBalance,
+    OtherWriter,
+    StoreUnavailable,
+    difference_of,
+    duplicates_of,
+    missing_of,
+)
 from lineage_assets.conservation.hops import Hop
 from lineage_assets.conservation.stores import Stores
 from lineage_assets.spark.day_commit import NO_SNAPSHOT, PROPERTY_PREFIX, optional_id
@@ -188,9 +195,7 @@ class DayFigures:
 
     @property
     def difference(self) -> int | None:
-        if self.unknown or None in (self.in_, self.out, self.dead_letters, self.pending):
-            return None
-        return self.in_ - self.out - self.dead_letters - self.pending  # type: ignore[operator]
+        return difference_of(self.unknown, self.in_, self.out, self.dead_letters, self.pending)
 
     def as_range(self) -> dict[str, Any]:
         if self.unknown:
@@ -204,8 +209,8 @@ class DayFigures:
             "out": self.out,
             "dead_letters": self.dead_letters,
             "pending": self.pending,
-            "missing": max(d or 0, 0),
-            "duplicates": max(-(d or 0), 0),
+            "missing": missing_of(d or 0),
+            "duplicates": duplicates_of(d or 0),
         }
         if self.removed:
             entry["removed from orders since read"] = self.removed
