@@ -114,7 +114,7 @@ def read_chain(writes: list[DayWrite | None]) -> tuple[list[DayWrite], bool]:
         link = chain[0]
         at -= 1
         if at < 0:
-            return chain[::-1], False  # type: ignore[return-value]
+            return chain, False  # type: ignore[return-value]
         before = writes[at]
         if before is None:
             raise BrokenChain(f"supplier_stats snapshot {link.snapshot_id} added to the day after another writer's")

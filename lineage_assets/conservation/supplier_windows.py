@@ -182,7 +182,8 @@ class WindowBook:
         if self.header_since_ms is None and headered:
             self.header_since_ms = min(headered)
         for r in sorted(records, key=lambda r: (r.partition, r.offset)):
-            self.positions[r.partition] = max(self.positions.get(r.partition, 0), r.offset + 1)
+            after = r.offset + 1
+            self.positions[r.partition] = max(self.positions.get(r.partition, after), after)
             legacy = not r.headered and (self.header_since_ms is None or r.timestamp_ms < self.header_since_ms)
             if not r.headered and not legacy:
                 self.foreign.add(r.partition, r.offset, max(r.count, 0), accepted)
@@ -388,7 +389,9 @@ class TailBook:
         (the job restored an older checkpoint: C went back) and before the tail start are dropped."""
         notes: list[str] = []
         ranges: dict[int, tuple[int, int]] = {}
-        rewound = {p: (self.positions[p], c) for p, c in committed.items() if self.positions.get(p, -1) > c}
+        rewound = {
+            p: (self.positions[p], c) for p, c in committed.items() if p in self.positions and self.positions[p] > c
+        }
         if rewound:
             notes.append(
                 "the group's committed offsets went back (a job restored from an older checkpoint or savepoint): "
