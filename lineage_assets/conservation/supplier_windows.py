@@ -105,6 +105,18 @@ def window_key(start: str, supplier: str) -> str:
     return f"{start}|{supplier}"
 
 
+# The properties below call these: mutmut does not mutate a property, so their arithmetic lives here.
+def window_end(start_ms: int) -> int:
+    """The end (exclusive) of the tumbling window starting at ``start_ms``."""
+    return start_ms + WINDOW_MS
+
+
+def fired_through_of(newest_end: int | None) -> int | None:
+    """The event time the job's clock had reached when it fired the window ending at ``newest_end``: Flink fires a
+    window at its maxTimestamp, end - 1. None when nothing fired."""
+    return None if newest_end is None else newest_end - 1
+
+
 # --- the window book: pure bookkeeping of what the output topic holds -------------------------------------------
 
 
@@ -169,7 +181,7 @@ class WindowBook:
     def fired_through(self) -> int | None:
         """The event time the job's clock had reached when it wrote its newest window (end - 1: Flink fires at
         window.maxTimestamp)."""
-        return None if self.newest_end is None else self.newest_end - 1
+        return fired_through_of(self.newest_end)
 
     def has_firing(self, key: str) -> bool:
         return key in self.windows
@@ -347,7 +359,7 @@ class Candidate:
 
     @property
     def window_end_ms(self) -> int:
-        return self.window_start_ms + WINDOW_MS
+        return window_end(self.window_start_ms)
 
     @property
     def key(self) -> str:
@@ -357,7 +369,7 @@ class Candidate:
 def _undecided(start_ms: int, supplier: str, book: WindowBook, fired_through: int | None) -> bool:
     """An order of this window can still be pending: the window ends after ``fired_through`` (one ending at or
     before it fired before the cut) and has no committed firing."""
-    if fired_through is not None and start_ms + WINDOW_MS - 1 <= fired_through:
+    if fired_through is not None and window_end(start_ms) - 1 <= fired_through:
         return False
     return not book.has_firing(window_key(utc_text(start_ms), supplier))
 

@@ -406,3 +406,12 @@ def test_a_partition_never_committed_is_remembered_below_every_offset():
     tally = DeadLetterTally()
     tally.settle({3: -1001})
     assert tally.committed == {3: -1}
+
+
+def test_a_rewrite_is_a_replace_that_keeps_the_rows():
+    from lineage_assets.conservation.iceberg_ingestion_hop import is_rewrite
+
+    assert is_rewrite("replace", 0)
+    assert not is_rewrite("replace", -1)
+    assert not is_rewrite("replace", 1)
+    assert not is_rewrite("overwrite", 0)

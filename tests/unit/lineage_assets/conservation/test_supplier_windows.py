@@ -581,3 +581,9 @@ def test_prune_of_an_empty_book_and_the_closed_bound_is_the_latest_end_folded() 
     book.add([job(0, 1, S3, T0 + 30_000, "Joe", 1)])
     assert book.prune() == 2
     assert book.closed_through_end == T0 + 10_000
+
+
+def test_a_windows_end_and_the_event_time_its_firing_shows() -> None:
+    assert sw.window_end(T0) == T0 + 5_000
+    assert sw.fired_through_of(T0 + 5_000) == T0 + 4_999
+    assert sw.fired_through_of(None) is None
