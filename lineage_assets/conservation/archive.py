@@ -191,7 +191,9 @@ class _Held:
         """The pieces of [a, b) no interval holds."""
         pieces, at = [], a
         i = bisect.bisect_right(self.ends, a)
-        while i < len(self.starts) and self.starts[i] < b:
+        while i < len(self.starts):
+            if self.starts[i] >= b:  # pragma: no mutate (> b: an interval starting at b adds the same last piece)
+                break
             if self.starts[i] > at:
                 pieces.append((at, self.starts[i]))
             at = max(at, self.ends[i])
@@ -230,7 +232,7 @@ def walk(objects: list[Placed], dead_letters: Iterable[int], cut: int, end: int)
     chain, others, pos = [], [], 0
     stops: dict[int, int] = {}  # id of a chain object -> its span end (computed once)
     for o in ordered:
-        if o.start >= pos and o.lines > 0:
+        if o.start >= pos:  # an object of no lines here holds nothing and moves no later object out
             chain.append(o)
             pos = span_end(o.start, o.lines, dead)
             stops[id(o)] = pos  # pragma: no mutate (a cache: without it the span end is computed again, the same)

@@ -266,9 +266,10 @@ def assemble(hop: Hop, days: list[DayFigures], heads: Mapping[str, int | None]) 
                 f"read): the day's summary still counts them; {REMATERIALIZE} to follow orders"
             )
         diff = d.difference or 0
-        if diff:
-            kind = "missing" if diff > 0 else "doubled"
-            notes.append(f"day {d.day}: {abs(diff)} order(s) {kind} in supplier_stats")
+        if diff > 0:
+            notes.append(f"day {d.day}: {diff} order(s) missing in supplier_stats")
+        if diff < 0:
+            notes.append(f"day {d.day}: {-diff} order(s) doubled in supplier_stats")
     notes.extend(f"unknown for day {d.day}: {d.unknown}" for d in unknown)
     since = [d.pending_since for d in known if d.pending and d.pending_since is not None]
     figures = {

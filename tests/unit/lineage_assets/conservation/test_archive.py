@@ -480,6 +480,10 @@ def test_held_intervals_merge_where_they_touch():
         held.add(a, b)
     assert (held.starts, held.ends) == ([0, 4], [2, 8])
     held = _Held()
+    for a, b in [(0, 2), (4, 6), (2, 4)]:
+        held.add(a, b)
+    assert (held.starts, held.ends) == ([0], [6])
+    held = _Held()
     for a, b in [(0, 2), (4, 6), (10, 12), (2, 4)]:
         held.add(a, b)
     assert (held.starts, held.ends) == ([0, 10], [6, 12])
