@@ -47,9 +47,19 @@ rm -rf "$reports" && mkdir -p "$reports"
 phase() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "${3:-}" "$(date +%s)" >>"$reports/phases.tsv"; }
 for p in bootstrap lint unit junit mutation stack service after_suite compose; do phase "$p" pending; done
 
-started_here=0 stack_pid=""
+started_here=0 stack_pid="" sampler_pid=""
+# cpu_report: stop the service phase's CPU sampler and print where the CPU went (scripts/cpu_account.py)
+cpu_report() {
+  [[ -n $sampler_pid ]] || return 0
+  kill -TERM "$sampler_pid" 2>/dev/null || true
+  wait "$sampler_pid" 2>/dev/null || true
+  sampler_pid=""
+  echo "== CPU during the service tests (scripts/cpu_account.py; also in $reports/cpu.txt)"
+  .venv/bin/python scripts/cpu_account.py report "$reports/cpu-samples.jsonl" | tee "$reports/cpu.txt" || true
+}
 on_exit() {
   local status=$? py=.venv/bin/python ci=()
+  cpu_report
   # the stack still coming up in the background when the run fails: waited for, then stopped with it
   if [[ -n $stack_pid ]]; then wait "$stack_pid" || true; fi
   if ((started_here)); then .venv/bin/lineage-lab stack down || true; fi
@@ -157,6 +167,9 @@ export "${test_settings[@]}"
 # the service tests only: the unit tests ran above, and no test runs twice; the 25 slowest are listed at the end
 echo "== service tests"
 phase service running
+# the phase is CPU-bound on 2 cores: a sampler records which service's processes (or the tests') spent it
+.venv/bin/python scripts/cpu_account.py sample "$reports/cpu-samples.jsonl" &
+sampler_pid=$!
 if ! .venv/bin/pytest -q --strict-markers --durations=25 --junitxml="$reports/service.xml" -m "service" tests; then
   .venv/bin/lineage-lab stack status || true
   echo "service logs: .venv/bin/lineage-lab stack logs SERVICE" >&2
@@ -169,6 +182,7 @@ if ! .venv/bin/pytest -q --strict-markers --durations=25 --junitxml="$reports/se
   exit 1
 fi
 phase service passed
+cpu_report
 echo "== after the suite: what it left in the stack"
 phase after_suite running
 .venv/bin/pytest -q --strict-markers --junitxml="$reports/after_suite.xml" -m after_suite tests/after_suite

@@ -26,6 +26,12 @@ def dagster_cli(home: Path, workspace: Path, *args: str, timeout: float = 120) -
 
 #: the tag of the check runs the sensors ask for (lineage_assets/latest_checks.py), limited to one run at a time
 CHECK_RUNS_TAG = "lineage-lab/checks-requested-by"
+#: run monitoring (the daemon's): a run whose process never came up is failed after this long, as is a run stuck
+#: cancelling. Without it such a run stays STARTING for ever, and the new-orders sensor, which asks for no day whose
+#: run is waiting to start, would never ask for that day again.
+RUN_START_TIMEOUT_S = 180
+#: how often the daemon looks at the runs in flight
+RUN_MONITOR_POLL_S = 30
 #: sensors evaluated at once: the daemon evaluates them one after another by default, so one slow tick of the Flink
 #: sensor delayed the connector sensor's too
 SENSOR_WORKERS = 4
@@ -36,7 +42,8 @@ def instance_config(max_concurrent_runs: int) -> str:
     under DAGSTER_HOME; telemetry off on a machine with no internet; runs go through the daemon's queue, at most
     ``max_concurrent_runs`` at once, the check runs the sensors ask for one at a time (so a Spark run always finds a
     slot), and every pool (the Spark runs' ``spark``) one run at a time; the sensors in
-    ``SENSOR_WORKERS`` threads."""
+    ``SENSOR_WORKERS`` threads; run monitoring fails a run that never started (``RUN_START_TIMEOUT_S``) and frees
+    the pool slots of ended runs, and resumes nothing (a crashed Spark run is failed, to be asked for again)."""
     return f"""telemetry:
   enabled: false
 sensors:
@@ -51,6 +58,13 @@ concurrency:
   pools:
     granularity: run
     default_limit: 1
+run_monitoring:
+  enabled: true
+  start_timeout_seconds: {RUN_START_TIMEOUT_S}
+  cancel_timeout_seconds: {RUN_START_TIMEOUT_S}
+  max_resume_run_attempts: 0
+  poll_interval_seconds: {RUN_MONITOR_POLL_S}
+  free_slots_after_run_end_seconds: {RUN_START_TIMEOUT_S}
 """
 
 

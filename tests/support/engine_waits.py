@@ -73,6 +73,35 @@ def ended_ticks(settings: StackSettings, sensor: str, after: float) -> list[dict
     return sorted((t for t in ticks if t["status"] != "STARTED" and t["endTimestamp"]), key=lambda t: t["timestamp"])
 
 
+RECENT_TICKS_QUERY = """
+query ($name: String!) {
+  sensorOrError(sensorSelector: {repositoryLocationName: "lineage_assets", repositoryName: "__repository__",
+                                 sensorName: $name}) {
+    __typename
+    ... on Sensor { sensorState { status ticks(limit: 3) { status timestamp skipReason runIds error { message } } } }
+  }
+}"""
+
+
+def recent_ticks(settings: StackSettings, sensor: str) -> str:
+    """What ``sensor``'s last three ticks did, one line each, for a failure message (never raises: the message
+    matters more than this detail)."""
+    try:
+        response = requests.post(
+            f"http://{settings.host}:{settings.dagster_port}/graphql",
+            json={"query": RECENT_TICKS_QUERY, "variables": {"name": sensor}},
+            timeout=30,
+        )
+        state = response.json()["data"]["sensorOrError"]["sensorState"]
+    except (requests.RequestException, ValueError, KeyError, TypeError) as exc:
+        return f"{sensor}: its ticks could not be read ({exc})"
+    lines = [f"{sensor} ({state['status']}), its last ticks:"]
+    for tick in state["ticks"]:
+        said = tick["skipReason"] or (tick["error"] or {}).get("message", "").split("\n")[0] or tick["runIds"]
+        lines.append(f"  {time.strftime('%H:%M:%S', time.gmtime(tick['timestamp']))} UTC {tick['status']}: {said}")
+    return "\n".join(lines)
+
+
 def wait_for_tick(settings: StackSettings, sensor: str, after: float, timeout: float = 180.0) -> dict:
     """The first tick of ``sensor`` that started after ``after`` and ended: everything it could see at ``after`` it
     has seen."""

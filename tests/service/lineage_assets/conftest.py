@@ -36,6 +36,7 @@ from lineage_assets.main_job import BATCH_SENSOR
 from lineage_assets.metadata import asset_key
 from lineage_assets.resources import build_resources
 from lineage_assets.spark.new_orders_sensor import SUPPLIER_STATS_DAYS_JOB, owed_days
+from tests.support.engine_waits import recent_ticks, wait_for_delivery
 
 #: the columns of Iceberg orders as Arrow, for tests that write orders into the table directly with pyiceberg
 ORDERS_ARROW = pa.schema(
@@ -243,6 +244,8 @@ def stack_dagster_instance(settings) -> dg.DagsterInstance:
     return dg.DagsterInstance.from_config(str(DagsterDev(settings).dagster_home))
 
 
+#: the tag Dagster gives a partitioned run
+PARTITION_TAG = "dagster/partition"
 #: Dagster run states of a run not yet ended
 IN_PROGRESS = [
     dg.DagsterRunStatus.QUEUED,
@@ -253,32 +256,33 @@ IN_PROGRESS = [
 ]
 
 
-def wait_for_batch_side(settings, timeout: float = 600.0) -> None:
+def wait_for_batch_side(settings, timeout: float = 420.0) -> None:
     """Wait until the stack's Dagster has no run of ``supplier_stats`` in progress (the new-orders sensor asks for
-    one whenever an earlier test's orders reach Iceberg) and the outbox has delivered everything: a Spark run opens
-    the ``dagster`` run in Marquez when it starts and sends Spark's lineage when it ends, so in between Marquez shows
-    that run RUNNING. A day the sensor still owes a run (its freshness budget) counts as a run to come. Read from
-    Dagster's run storage, the instance's record of the owed days and the outbox."""
+    one whenever an earlier test's orders reach Iceberg) and no day is owed a run (its freshness budget), then until
+    the outbox has delivered every event queued by then: a Spark run opens the ``dagster`` run in Marquez when it
+    starts and sends Spark's lineage when it ends, so in between Marquez shows that run RUNNING. Read from Dagster's
+    run storage, the instance's record of the owed days and the outbox. The deadline is a failure detector, under
+    the test's own time limit so that the failure says what was still in flight."""
     key = asset_key(Pipeline.from_settings(settings).dataset("iceberg_supplier_stats"))
-    outbox = Outbox(settings.lineage_outbox)
     deadline = time.monotonic() + timeout
     with stack_dagster_instance(settings) as instance:
         while True:
             running = [
-                r.dagster_run.run_id
+                r.dagster_run
                 for r in instance.get_run_records(filters=dg.RunsFilter(statuses=IN_PROGRESS), limit=50)
                 if r.dagster_run.job_name == SUPPLIER_STATS_DAYS_JOB or key in (r.dagster_run.asset_selection or ())
             ]
-            queued = outbox.counts().queued
             owed = owed_days(instance, BATCH_SENSOR)
-            if not running and queued == 0 and not owed:
-                return
+            if not running and not owed:
+                break
             if time.monotonic() > deadline:
+                runs = [f"{r.run_id[:8]} {r.job_name} {r.status.value} {r.tags.get(PARTITION_TAG)}" for r in running]
                 pytest.fail(
-                    f"after {timeout:.0f} s, supplier_stats runs {running}, days owed a run {sorted(owed)} and "
-                    f"{queued} lineage events remain"
+                    f"after {timeout:.0f} s, supplier_stats runs still in progress: {runs or 'none'}; days owed a run "
+                    f"(day: newest snapshot): {owed or 'none'}\n{recent_ticks(settings, BATCH_SENSOR)}"
                 )
             time.sleep(1)
+    wait_for_delivery(settings, time.time())
 
 
 @pytest.fixture(scope="module")

@@ -22,6 +22,22 @@ def test_the_instance_runs_one_sensor_requested_check_run_at_a_time():
     assert runs == {"max_concurrent_runs": 3, "tag_concurrency_limits": ONE_CHECK_RUN_AT_A_TIME}
 
 
+#: run monitoring as both instances configure it, written out by hand: a run that never starts, or is stuck
+#: cancelling, is failed after 3 minutes; nothing is resumed
+RUN_MONITORING = {
+    "enabled": True,
+    "start_timeout_seconds": 180,
+    "cancel_timeout_seconds": 180,
+    "max_resume_run_attempts": 0,
+    "poll_interval_seconds": 30,
+    "free_slots_after_run_end_seconds": 180,
+}
+
+
+def test_the_instance_fails_a_run_that_never_starts():
+    assert yaml.safe_load(instance_config(3))["run_monitoring"] == RUN_MONITORING
+
+
 def test_dagster_dev_keeps_dagsters_own_sensor_timeout(tmp_path: Path, monkeypatch):
     monkeypatch.delenv("DAGSTER_SENSOR_GRPC_TIMEOUT_SECONDS", raising=False)
     launch = DagsterDev(StackSettings(home=tmp_path)).launch()
@@ -34,5 +50,6 @@ def test_the_compose_instance_matches():
     config = yaml.safe_load((root / "dagster" / "dagster.yaml").read_text())
     assert config["sensors"] == {"use_threads": True, "num_workers": 4}
     assert config["concurrency"]["runs"]["tag_concurrency_limits"] == ONE_CHECK_RUN_AT_A_TIME
+    assert config["run_monitoring"] == RUN_MONITORING
     compose = yaml.safe_load((root / "docker-compose.yml").read_text())
     assert "DAGSTER_SENSOR_GRPC_TIMEOUT_SECONDS" not in compose["x-endpoints"]

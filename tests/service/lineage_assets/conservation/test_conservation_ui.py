@@ -1,47 +1,102 @@
-"""The asset page shows the conservation check with its figures as metadata and plotted over time (Dagster plots a
-check's numeric metadata under its Plots). Screenshot kept in tests/artifacts/."""
+"""The asset page shows the conservation check's latest execution as the stack's Dagster recorded it: its
+description, its result and its figures as metadata, plotted over time (Dagster plots a check's numeric metadata
+under its Plots). Screenshot kept in tests/artifacts/.
+
+What the page shows moves while data flows: the Flink job sensor records a materialization of the Iceberg table
+every tick and asks for check runs, and the checks schedule runs every 5 minutes. So both are stopped while the page
+is read, once no check run is left in flight: the latest execution then stays the one read from the instance before
+the page, and the page is judged against it once."""
+
+from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
+import dagster as dg
 import pytest
+from dagster._core.storage.dagster_run import NOT_FINISHED_STATUSES
 
+from infra.services.dagster import DagsterDev, dagster_cli
+from infra.settings import REPO_ROOT
 from tests.support.ui_pages import ARTIFACTS, open_page
 
 pytestmark = pytest.mark.service
 
 FIGURES = ("in", "out", "dead_letters", "pending", "missing", "duplicates")
+CHECK = dg.AssetCheckKey(dg.AssetKey(["iceberg", "default", "orders"]), "conservation")
+#: what asks for runs of the streaming checks, and their job, written out by hand
+FLINK_SENSOR = "flink_job_sensor"
+CHECKS_SCHEDULE = "streaming_lineage_checks_every_5_minutes"
+CHECKS_JOB = "streaming_lineage_checks"
+#: a check run already asked for ends well within this
+CHECK_RUN_END_S = 300
 
 
-def latest_execution_described(browser, url: str, shot) -> object:
-    """The check's page once its latest execution carries a description: right after the sensor recorded a
-    materialization whose hop it found busy, the latest materialization has no conservation result until the
-    schedule's check run or the sensor's next tick evaluates it (within a quarter of the freshness window)."""
-    deadline = time.monotonic() + 300
-    while True:
-        page = open_page(browser, url, shot, "Latest execution")
-        if "iceberg-ingestion: " in page.inner_text("body") or time.monotonic() > deadline:
-            return page
-        page.close()
-        time.sleep(15)
+def stack_cli(settings, *args: str) -> None:
+    """``dagster ARGS`` against the stack's instance (what the UI's sensor and schedule pages do)."""
+    result = dagster_cli(DagsterDev(settings).dagster_home, REPO_ROOT / "workspace.yaml", *args)
+    assert result.returncode == 0, f"`dagster {' '.join(args)}` failed: {(result.stderr or result.stdout)[-500:]}"
 
 
-def test_the_asset_page_shows_the_conservation_check_and_its_plots(settings, browser, pipeline_ran):
+@contextmanager
+def checks_held(settings) -> Iterator[None]:
+    """The Flink job sensor and the checks schedule off inside the block, on again after it."""
+    stack_cli(settings, "sensor", "stop", FLINK_SENSOR)
+    try:
+        stack_cli(settings, "schedule", "stop", CHECKS_SCHEDULE)
+        try:
+            yield
+        finally:
+            stack_cli(settings, "schedule", "start", CHECKS_SCHEDULE)
+    finally:
+        stack_cli(settings, "sensor", "start", FLINK_SENSOR)
+
+
+def wait_for_check_runs_to_end(instance: dg.DagsterInstance) -> None:
+    """Until no run of the streaming checks job is queued or running (the deadline is a failure detector)."""
+    deadline = time.monotonic() + CHECK_RUN_END_S
+    while unfinished := instance.get_runs(
+        filters=dg.RunsFilter(job_name=CHECKS_JOB, statuses=list(NOT_FINISHED_STATUSES)), limit=10
+    ):
+        assert time.monotonic() < deadline, f"check runs {[r.run_id for r in unfinished]} still in flight"
+        time.sleep(2)
+
+
+def latest_execution(instance: dg.DagsterInstance):
+    (record,) = instance.event_log_storage.get_asset_check_execution_history(CHECK, limit=1)
+    return record
+
+
+def test_the_asset_page_shows_the_conservation_check_and_its_plots(settings, browser, stack_instance, pipeline_ran):
     shot = ARTIFACTS / "dagster-conservation-check-iceberg-default-orders.png"
     url = f"{settings.dagster_url}/assets/iceberg/default/orders?view=checks&checkDetail=conservation"
-    page = latest_execution_described(browser, url, shot)
-    try:
-        page.set_viewport_size({"width": 1600, "height": 1800})
-        plots = page.get_by_text("Plots", exact=True).first
-        plots.wait_for(timeout=30_000)
-        plots.scroll_into_view_if_needed()
-        page.get_by_text("conservation/in", exact=True).last.wait_for(timeout=30_000)
-        page.wait_for_timeout(1_000)  # the charts draw after their data arrives
-        page.screenshot(path=shot)
-        body = page.inner_text("body")
-        assert "iceberg-ingestion: " in body, f"the latest evaluation's description names the hop; see {shot}"
-        section = body[body.index("Plots") :]
-        for figure in FIGURES:
-            assert f"conservation/{figure}" in section, f"no plot of conservation/{figure}; see {shot}"
-        assert page.locator("canvas").count() >= len(FIGURES), f"the plots are not drawn; see {shot}"
-    finally:
-        page.close()
+    with checks_held(settings):
+        wait_for_check_runs_to_end(stack_instance)
+        before = latest_execution(stack_instance)
+        page = open_page(browser, url, shot, "Latest execution")
+        try:
+            page.set_viewport_size({"width": 1600, "height": 1800})
+            plots = page.get_by_text("Plots", exact=True).first
+            plots.wait_for(timeout=30_000)
+            plots.scroll_into_view_if_needed()
+            page.get_by_text("conservation/in", exact=True).last.wait_for(timeout=30_000)
+            page.wait_for_timeout(1_000)  # the charts draw after their data arrives
+            page.screenshot(path=shot)
+            body = page.inner_text("body")
+            canvases = page.locator("canvas").count()
+        finally:
+            page.close()
+        after = latest_execution(stack_instance)
+    assert after.id == before.id, "nothing evaluated the check while its sensor and schedule were stopped"
+    evaluation = before.event.dagster_event.event_specific_data
+    assert isinstance(evaluation, dg.AssetCheckEvaluation), f"the latest execution is not resolved: {before}"
+    assert evaluation.description.startswith("iceberg-ingestion: "), evaluation.description
+    latest = body[body.index("Latest execution") :]
+    assert latest.startswith(f"Latest execution\n\n{evaluation.description}\n"), f"see {shot}"
+    result = "Passed" if evaluation.passed else "Failed"
+    assert f"Evaluation result\n{result}\n" in latest, f"the page does not say {result}; see {shot}"
+    section = body[body.index("Plots") :]
+    for figure in FIGURES:
+        assert f"conservation/{figure}" in section, f"no plot of conservation/{figure}; see {shot}"
+    assert canvases >= len(FIGURES), f"the plots are not drawn; see {shot}"
