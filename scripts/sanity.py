@@ -67,8 +67,8 @@ BREAKAGES: tuple[Breakage, ...] = (
         "off by one: an archive object that starts exactly where the sink's chain of objects ends is left out of "
         "the chain, so a copy overlapping it is taken for the sink's object and the sink's own object is named the "
         "extra one (the wrong object to delete)",
-        "if o.start >= pos and o.lines > 0:",
-        "if o.start > pos and o.lines > 0:",
+        "if o.start >= pos:",
+        "if o.start > pos:",
         (
             f"{UNIT}/conservation/test_archive.py::test_copy_with_another_start_inside_the_records_is_extra",
             f"{UNIT}/conservation/test_archive.py::test_overlap_covering_a_hole_holds_what_the_hole_lacks",
@@ -103,8 +103,8 @@ BREAKAGES: tuple[Breakage, ...] = (
         "lineage_assets/conservation/supplier_windows.py",
         "off by one, a loss read as pending: an order whose window ends with the newest fired window (the job's "
         "clock passed it) but never fired stays pending instead of showing as missing",
-        "if fired_through is not None and start_ms + WINDOW_MS - 1 <= fired_through:",
-        "if fired_through is not None and start_ms + WINDOW_MS <= fired_through:",
+        "if fired_through is not None and window_end(start_ms) - 1 <= fired_through:",
+        "if fired_through is not None and window_end(start_ms) <= fired_through:",
         (
             f"{UNIT}/conservation/test_supplier_windows.py::test_a_second_run_decodes_only_new_orders_and_settles_the_remembered_ones",
         ),

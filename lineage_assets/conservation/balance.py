@@ -68,6 +68,35 @@ def status_of(difference: int | None, pending: int | None) -> Status:
     return "pending" if pending else "balanced"
 
 
+# HopBalance's properties call these: mutmut does not mutate a decorated function (a property), so their arithmetic
+# lives here, where it is mutated and tested.
+def figures_known(unknown: str, *figures: int | None) -> bool:
+    """Whether a balance can be judged: no reason it is unknown and every figure read."""
+    return not unknown and None not in figures
+
+
+def difference_of(
+    unknown: str, in_: int | None, out: int | None, dead_letters: int | None, pending: int | None
+) -> int | None:
+    """``unexplained`` of a balance's figures; None when the balance is unknown (``unknown`` says why)."""
+    return unexplained(in_, out, dead_letters, pending) if not unknown else None
+
+
+def missing_of(difference: int | None) -> int | None:
+    """Records lost: a positive difference, else 0; None when unknown."""
+    return None if difference is None else max(difference, 0)
+
+
+def duplicates_of(difference: int | None) -> int | None:
+    """Records doubled: a negative difference, as a positive count, else 0; None when unknown."""
+    return None if difference is None else max(-difference, 0)
+
+
+def is_lost_or_doubled(status: Status) -> bool:
+    """The statuses that report a loss or duplicates (worth a second look, then a report)."""
+    return status in ("missing", "duplicates")
+
+
 @dataclass(frozen=True)
 class HopBalance:
     """The reconciliation of one hop over ``range`` (the offsets, snapshot or windows the figures cover).
@@ -102,22 +131,20 @@ class HopBalance:
 
     @property
     def known(self) -> bool:
-        return not self.unknown and None not in (self.in_, self.out, self.dead_letters, self.pending)
+        return figures_known(self.unknown, self.in_, self.out, self.dead_letters, self.pending)
 
     @property
     def difference(self) -> int | None:
         """in - (out + dead letters + pending): >0 lost, <0 doubled; None when a figure is unknown."""
-        return unexplained(self.in_, self.out, self.dead_letters, self.pending) if not self.unknown else None
+        return difference_of(self.unknown, self.in_, self.out, self.dead_letters, self.pending)
 
     @property
     def missing(self) -> int | None:
-        d = self.difference
-        return None if d is None else max(d, 0)
+        return missing_of(self.difference)
 
     @property
     def duplicates(self) -> int | None:
-        d = self.difference
-        return None if d is None else max(-d, 0)
+        return duplicates_of(self.difference)
 
     @property
     def status(self) -> Status:
@@ -125,7 +152,7 @@ class HopBalance:
 
     @property
     def lost_or_doubled(self) -> bool:
-        return self.status in ("missing", "duplicates")
+        return is_lost_or_doubled(self.status)
 
     def pending_age(self, now: float) -> float | None:
         if not self.pending or self.pending_since is None:

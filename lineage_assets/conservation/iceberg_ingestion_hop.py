@@ -53,6 +53,9 @@ DLQ_SCAN = f"{JOB}/dead-letters"
 CUT_ATTEMPTS = 6
 CUT_PAUSE_S = 1.5
 FLINK_KEYS = ("flink.job-id", "flink.operator-id")
+#: the committed offset of a partition the tally has none for: below every offset (a constant, so that mutating
+#: it to another negative number is not a mutant no test can tell apart)
+NO_OFFSET = -1
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -112,8 +115,7 @@ class SnapshotFact:
 
     @property
     def is_rewrite(self) -> bool:
-        """A compaction: Iceberg's ``replace`` keeps the table's data, only the files change."""
-        return self.operation == "replace" and self.net == 0
+        return is_rewrite(self.operation, self.net)
 
     def describe(self) -> str:
         at = dt.datetime.fromtimestamp(self.timestamp_ms / 1000, dt.UTC).isoformat(timespec="milliseconds")
@@ -125,6 +127,12 @@ class SnapshotFact:
     @classmethod
     def from_json(cls, text: str) -> SnapshotFact:
         return cls(**json.loads(text))
+
+
+def is_rewrite(operation: str, net: int) -> bool:
+    """A compaction: Iceberg's ``replace`` keeps the table's data, only the files change (a function, not only
+    ``SnapshotFact``'s property, so that mutation testing reaches it)."""
+    return operation == "replace" and net == 0
 
 
 def classify(
@@ -243,18 +251,18 @@ class DeadLetterTally:
     def settle(self, committed: Mapping[int, int]) -> None:
         """Move the dead letters whose source offset is now below C into ``below``."""
         for partition, offsets in list(self.ahead.items()):
-            c = committed.get(partition, -1)
+            c = committed.get(partition, NO_OFFSET)
             done = [o for o in offsets if o < c]
             if done:
                 self.below[partition] = self.below.get(partition, 0) + len(done)
                 self.ahead[partition] = [o for o in offsets if o >= c]
             if not self.ahead[partition]:
                 del self.ahead[partition]
-        self.committed = {p: max(o, self.committed.get(p, -1)) for p, o in committed.items()}
+        self.committed = {p: max(o, self.committed.get(p, NO_OFFSET)) for p, o in committed.items()}
 
     def moved_back(self, committed: Mapping[int, int]) -> dict[int, tuple[int, int]]:
         """partition -> (C tallied against, C now) where the group's offset went back (a reset of the group)."""
-        return {p: (self.committed[p], c) for p, c in committed.items() if 0 <= c < self.committed.get(p, -1)}
+        return {p: (self.committed[p], c) for p, c in committed.items() if 0 <= c < self.committed.get(p, NO_OFFSET)}
 
     @property
     def dead_letters(self) -> int:
@@ -305,7 +313,7 @@ def _legacy_foreign(dlq: str, count: int, examples: list[str]) -> ForeignRecords
 def dead_letter_source(value: bytes | None, input_topic: str) -> tuple[int, int] | None:
     """(source partition, source offset) of one DLQ record the job wrote for ``input_topic``; None otherwise."""
     try:
-        body = json.loads(value or b"")
+        body = json.loads(value)  # None or not JSON: TypeError or ValueError, caught below
         if body.get("src_topic") != input_topic:
             return None
         return int(body["src_partition"]), int(body["src_offset"])

@@ -80,10 +80,8 @@ def spans_of(
         if "partition" in deep_range and int(deep_range["partition"]) != p:
             continue
         top = committed[p]
-        if top < 0:  # the group never committed here
-            continue
         a = max(int(deep_range.get("from", top - last)), log_start.get(p, 0))
-        b = min(int(deep_range.get("to", top)), top)
+        b = min(int(deep_range.get("to", top)), top)  # the group never committed here (-1001): b < 0 <= a
         if a < b:
             spans[p] = (a, b)
     return spans
@@ -104,7 +102,9 @@ def decimal_prefixes(lo: int, hi: int, width: int = archive_hop.OFFSET_DIGITS) -
 
     def split(prefix: str, start: int, size: int) -> None:
         end = start + size
-        if end <= lo or start >= hi:
+        if start >= hi:
+            return
+        if end <= lo:  # pragma: no mutate (end < lo: a block ending at lo is split further, none of it kept)
             return
         if lo <= start and end <= hi:
             found.append(prefix)
@@ -113,7 +113,7 @@ def decimal_prefixes(lo: int, hi: int, width: int = archive_hop.OFFSET_DIGITS) -
         for d in range(10):
             split(prefix + str(d), start + d * step, step)
 
-    if lo < hi:
+    if lo < hi:  # pragma: no mutate (lo <= hi: an empty range splits down to nothing, [] the same)
         split("", 0, 10**width)
     return found
 

@@ -58,6 +58,8 @@ MAX_IDS_AT_KEY = 2000
 #: offset ranges remembered per partition for naming other writers / redeliveries
 MAX_RANGES = 20
 _XID_SPAN = 1 << 32
+#: xids live within this of each other
+_XID_HALF_SPAN = _XID_SPAN // 2
 
 
 # --- pure logic -------------------------------------------------------------------------------------------------
@@ -107,7 +109,7 @@ def classify(headers: Iterable[tuple[str, bytes | None]] | None) -> RecordInfo:
             order = (int(last_commit or 0), int(lsn or 0))
         except (ValueError, TypeError):
             order = None
-    op = found["__op"].decode("utf-8", "replace") if "__op" in found else None
+    op = found["__op"].decode(errors="replace") if "__op" in found else None
     return RecordInfo(True, op, number("__lsn"), number("__txId"), order)
 
 
@@ -115,9 +117,9 @@ def widen(xid: int, reference: int) -> int:
     """A 32-bit xid as the 64-bit one (epoch included) nearest to ``reference`` (a snapshot's xmax): xids live
     within 2**31 of each other, so this is right across an epoch boundary."""
     full = (reference & ~(_XID_SPAN - 1)) | (xid & (_XID_SPAN - 1))
-    if full - reference > _XID_SPAN // 2:
+    if full - reference > _XID_HALF_SPAN:
         return full - _XID_SPAN
-    if reference - full > _XID_SPAN // 2:
+    if reference - full > _XID_HALF_SPAN:
         return full + _XID_SPAN
     return full
 
@@ -303,7 +305,7 @@ class Tally:
             if self.frontier is None or x >= self.frontier:
                 self.delivered[x] = self.delivered.get(x, 0) + 1
         if info.order is not None:
-            order_id = (key or b"").decode("utf-8", "replace")
+            order_id = (key or b"").decode(errors="replace")  # UTF-8
             if self.orders.setdefault(p, PartitionOrder()).redelivered(info.order, order_id):
                 self.redelivered += 1
                 add_offset(self.redelivered_at.setdefault(p, []), offset)

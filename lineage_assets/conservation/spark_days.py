@@ -29,7 +29,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from lineage_assets.conservation.balance import HopBalance, OtherWriter, StoreUnavailable
+from lineage_assets.conservation.balance import (
+    HopBalance,
+    OtherWriter,
+    StoreUnavailable,
+    difference_of,
+    duplicates_of,
+    missing_of,
+)
 from lineage_assets.conservation.hops import Hop
 from lineage_assets.conservation.stores import Stores
 from lineage_assets.spark.day_commit import NO_SNAPSHOT, PROPERTY_PREFIX, optional_id
@@ -107,7 +114,7 @@ def read_chain(writes: list[DayWrite | None]) -> tuple[list[DayWrite], bool]:
         link = chain[0]
         at -= 1
         if at < 0:
-            return chain[::-1], False  # type: ignore[return-value]
+            return chain, False  # type: ignore[return-value]
         before = writes[at]
         if before is None:
             raise BrokenChain(f"supplier_stats snapshot {link.snapshot_id} added to the day after another writer's")
@@ -188,9 +195,7 @@ class DayFigures:
 
     @property
     def difference(self) -> int | None:
-        if self.unknown or None in (self.in_, self.out, self.dead_letters, self.pending):
-            return None
-        return self.in_ - self.out - self.dead_letters - self.pending  # type: ignore[operator]
+        return difference_of(self.unknown, self.in_, self.out, self.dead_letters, self.pending)
 
     def as_range(self) -> dict[str, Any]:
         if self.unknown:
@@ -204,8 +209,8 @@ class DayFigures:
             "out": self.out,
             "dead_letters": self.dead_letters,
             "pending": self.pending,
-            "missing": max(d or 0, 0),
-            "duplicates": max(-(d or 0), 0),
+            "missing": missing_of(d or 0),
+            "duplicates": duplicates_of(d or 0),
         }
         if self.removed:
             entry["removed from orders since read"] = self.removed
@@ -261,9 +266,10 @@ def assemble(hop: Hop, days: list[DayFigures], heads: Mapping[str, int | None]) 
                 f"read): the day's summary still counts them; {REMATERIALIZE} to follow orders"
             )
         diff = d.difference or 0
-        if diff:
-            kind = "missing" if diff > 0 else "doubled"
-            notes.append(f"day {d.day}: {abs(diff)} order(s) {kind} in supplier_stats")
+        if diff > 0:
+            notes.append(f"day {d.day}: {diff} order(s) missing in supplier_stats")
+        if diff < 0:
+            notes.append(f"day {d.day}: {-diff} order(s) doubled in supplier_stats")
     notes.extend(f"unknown for day {d.day}: {d.unknown}" for d in unknown)
     since = [d.pending_since for d in known if d.pending and d.pending_since is not None]
     figures = {

@@ -105,6 +105,18 @@ def window_key(start: str, supplier: str) -> str:
     return f"{start}|{supplier}"
 
 
+# The properties below call these: mutmut does not mutate a property, so their arithmetic lives here.
+def window_end(start_ms: int) -> int:
+    """The end (exclusive) of the tumbling window starting at ``start_ms``."""
+    return start_ms + WINDOW_MS
+
+
+def fired_through_of(newest_end: int | None) -> int | None:
+    """The event time the job's clock had reached when it fired the window ending at ``newest_end``: Flink fires a
+    window at its maxTimestamp, end - 1. None when nothing fired."""
+    return None if newest_end is None else newest_end - 1
+
+
 # --- the window book: pure bookkeeping of what the output topic holds -------------------------------------------
 
 
@@ -169,7 +181,7 @@ class WindowBook:
     def fired_through(self) -> int | None:
         """The event time the job's clock had reached when it wrote its newest window (end - 1: Flink fires at
         window.maxTimestamp)."""
-        return None if self.newest_end is None else self.newest_end - 1
+        return fired_through_of(self.newest_end)
 
     def has_firing(self, key: str) -> bool:
         return key in self.windows
@@ -182,7 +194,8 @@ class WindowBook:
         if self.header_since_ms is None and headered:
             self.header_since_ms = min(headered)
         for r in sorted(records, key=lambda r: (r.partition, r.offset)):
-            self.positions[r.partition] = max(self.positions.get(r.partition, 0), r.offset + 1)
+            after = r.offset + 1
+            self.positions[r.partition] = max(self.positions.get(r.partition, after), after)
             legacy = not r.headered and (self.header_since_ms is None or r.timestamp_ms < self.header_since_ms)
             if not r.headered and not legacy:
                 self.foreign.add(r.partition, r.offset, max(r.count, 0), accepted)
@@ -346,7 +359,7 @@ class Candidate:
 
     @property
     def window_end_ms(self) -> int:
-        return self.window_start_ms + WINDOW_MS
+        return window_end(self.window_start_ms)
 
     @property
     def key(self) -> str:
@@ -356,7 +369,7 @@ class Candidate:
 def _undecided(start_ms: int, supplier: str, book: WindowBook, fired_through: int | None) -> bool:
     """An order of this window can still be pending: the window ends after ``fired_through`` (one ending at or
     before it fired before the cut) and has no committed firing."""
-    if fired_through is not None and start_ms + WINDOW_MS - 1 <= fired_through:
+    if fired_through is not None and window_end(start_ms) - 1 <= fired_through:
         return False
     return not book.has_firing(window_key(utc_text(start_ms), supplier))
 
@@ -388,7 +401,9 @@ class TailBook:
         (the job restored an older checkpoint: C went back) and before the tail start are dropped."""
         notes: list[str] = []
         ranges: dict[int, tuple[int, int]] = {}
-        rewound = {p: (self.positions[p], c) for p, c in committed.items() if self.positions.get(p, -1) > c}
+        rewound = {
+            p: (self.positions[p], c) for p, c in committed.items() if p in self.positions and self.positions[p] > c
+        }
         if rewound:
             notes.append(
                 "the group's committed offsets went back (a job restored from an older checkpoint or savepoint): "

@@ -3,10 +3,16 @@ sharded listing. Every expected value is written by hand."""
 
 from typing import Any
 
+import pytest
+
 from lineage_assets.conservation.archive import (
     OUTSIDE,
+    FolderPlan,
     KeyPlace,
+    Listing,
     Placed,
+    _age,
+    _Held,
     choose_rotation,
     count_lines,
     fact_lines,
@@ -15,9 +21,11 @@ from lineage_assets.conservation.archive import (
     list_archive,
     object_key,
     offsets_of,
+    parse_place,
     place_of,
     plan_shards,
     remembered_counts,
+    rotation_note,
     shard_range,
     sink_place,
     span_end,
@@ -369,3 +377,171 @@ def test_a_hole_is_named_as_the_deleted_object_even_with_transaction_markers_ins
     # no marker inside: exact, named as expected even if no key was there
     what, _, _ = hole_text(0, 100, 200, 100, {0: 0, 100: 100, 200: 200}, lambda o: key(0, o), set())
     assert what == f"offsets 100..199 of partition 0: no object holds them; expected {key(0, 100)}"
+
+
+def test_the_parse_places_the_sinks_keys_as_the_shortcut_does():
+    parts = [0, 1, 2, 10]
+    for p, start in [(1, 300), (10, 7), (0, 0)]:
+        assert parse_place(key(p, start), P, "orders", parts) == KeyPlace(p, start)
+        assert place_of(key(p, start), P, "orders", parts) == KeyPlace(p, start)
+    # a name with a line break is in a folder, but not the sink's name
+    odd = f"{P}partition=1/orders+1+\n{300:020d}.jsonl"
+    assert parse_place(odd, P, "orders", parts).problem.startswith("the name does not follow orders+<p>+")
+    # digits that are not ASCII: not the sink's, whichever way it is parsed
+    arabic = f"{P}partition=1\u0660/orders+1\u0660+{300:020d}.jsonl"
+    assert place_of(arabic, P, "orders", parts).partition is None
+
+
+def test_sink_place_needs_the_extension():
+    heads = {f"{P}partition=0/orders+0+": 0}
+    assert sink_place(f"{P}partition=0/orders+0+{5:020d}.jsonX", heads) is None
+
+
+def test_offsets_of_without_an_anchor_below_and_with_markers_above():
+    assert offsets_of(5, 10, {}) == (5, 9, False)
+    # a marker between 100 and 203: the last record lies below offset 202 (203 less the one record above b)
+    assert offsets_of(100, 200, {0: 0, 100: 100, 203: 201}) == (100, 201, False)
+
+
+def test_fact_lines_reads_the_count_from_the_end_even_of_text_that_is_not_json():
+    assert fact_lines('{"etag": x, "lines": 1, "lines": 12}') == 12
+    assert fact_lines('{"etag": x, "lines": 7}') == 7
+    assert fact_lines('{"etag": "e", "lines": 12, "more": 1}') == 12  # not the fast form: read as JSON
+    assert fact_lines('{"etag": "e", "lines": 1.5}') == 1
+    with pytest.raises(ValueError):
+        fact_lines('{"etag": x, "lines": 12')
+    with pytest.raises(ValueError):
+        fact_lines('X{"etag": x, "lines": 12}')
+
+
+def test_plan_shards_stops_at_twenty_digits_and_at_upper():
+    z = "0" * 17
+    assert plan_shards([5, 5, 5], upper=10, limit=1) == [z + "00" + str(d) for d in range(10)]
+    assert plan_shards([0, 15], upper=1000, limit=1) == [z + "0" + str(d) for d in range(10)] + [
+        z + str(d) for d in range(1, 10)
+    ]
+    assert plan_shards([15, 16], upper=1000, limit=1) == [
+        z + "00",
+        *(z + "01" + str(d) for d in range(10)),
+        *(z + "0" + str(d) for d in range(2, 10)),
+        *(z + str(d) for d in range(1, 10)),
+    ]
+    lo = 10**17  # past float precision
+    assert plan_shards([lo + 1, lo + 2], upper=lo + 3, limit=1) == [
+        "000",
+        "00100000000000000000",
+        "00100000000000000001",
+        "00100000000000000002",
+    ]
+
+
+def test_walk_edges():
+    # a dead letter at position 0 is one
+    w = walk([Placed("a", 1, 4)], [0], cut=5, end=5)
+    assert (w.dead, w.held, w.missing) == (1, 4, [])
+    # an object of no lines does not split the hole it lies in
+    assert walk([Placed("a", 0, 10), Placed("z", 12, 0), Placed("b", 20, 5)], [], 25, 25).missing == [(10, 20)]
+    # one line: still the chain (its copy is the overlap)
+    w = walk([Placed("a", 0, 1), Placed("dup", 0, 1)], [], cut=1, end=1)
+    assert (w.extra, w.overlaps) == ({"dup": 1}, {"dup": "a"})
+    # an object starting past the end: every line extra, no more
+    assert walk([Placed("a", 0, 5), Placed("far", 7, 3)], [], cut=5, end=5).extra == {"far": 3}
+    # an object starting at the end overlaps nothing (even inside a chain object's lines past the end)
+    w = walk([Placed("a", 0, 10), Placed("d", 5, 3)], [], cut=5, end=5)
+    assert (w.extra, w.overlaps) == ({"a": 5, "d": 3}, {})
+    w = walk([Placed("a", 0, 5), Placed("d", 5, 3)], [], cut=5, end=5)
+    assert (w.extra, w.overlaps) == ({"d": 3}, {})
+
+
+def test_walk_the_same_key_twice_adds_its_extra_lines_and_is_no_overlap_of_itself():
+    w = walk([Placed("x", 0, 10), Placed("x", 0, 5), Placed("x", 0, 3)], [], cut=10, end=10)
+    assert (w.extra, w.overlaps) == ({"x": 8}, {})
+
+
+def test_walk_names_the_chain_object_the_overlap_starts_in():
+    w = walk([Placed("a", 0, 10), Placed("c", 10, 10), Placed("c-short", 10, 5)], [], cut=20, end=20)
+    assert w.overlaps == {"c-short": "c"}
+
+
+def test_walk_pending_pieces_add_up_and_a_hole_ending_at_the_cut_is_not_pending():
+    w = walk([Placed("a", 0, 5), Placed("c", 20, 5)], [], cut=0, end=30)
+    assert (w.pending, w.first_pending, w.missing) == (20, 5, [])
+    w = walk([Placed("a", 0, 5), Placed("c", 10, 5)], [], cut=10, end=15)
+    assert (w.missing, w.pending, w.first_pending) == ([(5, 10)], 0, None)
+
+
+def test_held_intervals_merge_where_they_touch():
+    held = _Held()
+    held.add(0, 5)
+    held.add(5, 8)
+    assert (held.starts, held.ends) == ([0], [8])
+    held = _Held()
+    for a, b in [(0, 2), (4, 6), (6, 8)]:
+        held.add(a, b)
+    assert (held.starts, held.ends) == ([0, 4], [2, 8])
+    held = _Held()
+    for a, b in [(0, 2), (4, 6), (2, 4)]:
+        held.add(a, b)
+    assert (held.starts, held.ends) == ([0], [6])
+    held = _Held()
+    for a, b in [(0, 2), (4, 6), (10, 12), (2, 4)]:
+        held.add(a, b)
+    assert (held.starts, held.ends) == ([0, 10], [6, 12])
+    assert (held.holds(5), held.holds(6), held.holds(10), held.holds(12)) == (True, False, True, False)
+
+
+def test_held_outside_leaves_no_empty_pieces():
+    held = _Held()
+    held.add(5, 10)
+    assert held.outside(5, 8) == []
+    assert held.outside(0, 10) == [(0, 5)]
+    assert held.outside(0, 5) == [(0, 5)]
+    assert held.outside(2, 12) == [(2, 5), (10, 12)]
+
+
+def test_listing_covers():
+    plan = FolderPlan(name="p/partition=0/orders+0+", shards=["0", "1"], listed=["0"], outside=False)
+    plan1 = FolderPlan(name="p/partition=1/orders+1+", shards=["0"], listed=[], outside=False)
+    listing = Listing(plans={0: plan, 1: plan1}, whole=["p/loose/"], folders_under="p/partition=")
+    assert listing.covers("p/loose/x.jsonl")  # listed whole
+    assert listing.covers("p/partition=0/orders+0+0123")  # in a shard listed
+    assert not listing.covers("p/partition=0/orders+0+1123")  # an old shard not listed
+    assert not listing.covers("p/partition=0/sub/x")  # in the folder, outside the shards: not listed this run
+    assert not listing.covers("p/partition=0/xxxxxxxxx0abc")  # as long as the name, not the sink's
+    assert listing.covers("p/partition=x/a")  # a folder of no partition: listed whole
+    assert listing.covers("p/partition=01/orders+1+0123")  # not partition 1's folder
+    assert listing.covers("q/other")
+
+
+def test_age_in_seconds_then_minutes():
+    assert (_age(89), _age(90), _age(3600)) == ("89 s", "2 min", "60 min")
+
+
+def test_rotation_note_says_what_was_listed_and_how_stale_the_oldest_verification_is():
+    plans = {
+        1: FolderPlan("n1", ["0", "1", "2"], ["1", "2", "", "0"], True, ["", "0"]),
+        0: FolderPlan("n0", [""], [""], False),
+    }
+    verified = {"0:": 500.0, "0:outside": 350.0, "1:0": 400.0, "1:1": 450.0, "1:2": 420.0, "1:outside": 300.0}
+    rest = (
+        "The other shards stand as last listed (deletions and copies there are found when rotation re-lists them, "
+        "3000 keys a run, least recently verified first; keys found gone or named are looked at every run); the "
+        "oldest verification is "
+    )
+    assert rotation_note(Listing(plans=plans), verified, 1000.0, False) == (
+        "verified this run: partition 0: 1 shard(s) where the sink writes (*); partition 1: 2 shard(s) where the "
+        "sink writes (1, 2), 2 old re-listed in rotation (*, 0), the keys outside every shard. "
+        + rest
+        + "12 min ago; `reconcile --deep` lists everything."
+    )
+    one = {0: FolderPlan("n0", [""], [""], False)}
+    assert rotation_note(Listing(plans=one), {"0:": 500.0, "0:outside": 0.5}, 1000.0, False).endswith(
+        "is 17 min ago; `reconcile --deep` lists everything."
+    )
+    assert rotation_note(Listing(plans=one), {"0:": 500.0}, 1000.0, False).endswith(
+        "is never; `reconcile --deep` lists everything."
+    )
+    assert rotation_note(Listing(), {}, 1000.0, False) == (
+        "verified this run: the folders and loose files. " + rest + "0 s ago; `reconcile --deep` lists everything."
+    )
+    assert rotation_note(Listing(), {}, 1000.0, True) == "verified: every key of the archive listed this run (--deep)"

@@ -1,6 +1,16 @@
 """HopBalance arithmetic and its JSON shape, judged by figures worked out by hand."""
 
-from lineage_assets.conservation.balance import HopBalance, OtherWriter, status_of, unexplained
+from lineage_assets.conservation.balance import (
+    HopBalance,
+    OtherWriter,
+    difference_of,
+    duplicates_of,
+    figures_known,
+    is_lost_or_doubled,
+    missing_of,
+    status_of,
+    unexplained,
+)
 
 
 def hop(**figures) -> HopBalance:
@@ -117,3 +127,41 @@ def test_accepting_changes_only_the_accepted_writers():
 def test_pending_age_never_negative():
     assert hop(in_=5, out=2, dead_letters=0, pending=3, pending_since=200.0).pending_age(160.0) == 0.0
     assert hop(in_=5, out=2, dead_letters=0, pending=3).pending_age(160.0) is None
+
+
+def test_the_properties_arithmetic():
+    assert figures_known("", 1, 0, 0, 0)
+    assert not figures_known("Kafka did not answer", 1, 0, 0, 0)
+    assert not figures_known("", 1, None, 0, 0)
+    assert (difference_of("", 10, 4, 1, 2), difference_of("down", 10, 4, 1, 2)) == (3, None)
+    assert difference_of("", 10, None, 1, 2) is None
+    assert [missing_of(d) for d in (3, 0, -2, None)] == [3, 0, 0, None]
+    assert [duplicates_of(d) for d in (3, 0, -2, None)] == [0, 0, 2, None]
+    assert [is_lost_or_doubled(s) for s in ("missing", "duplicates", "pending", "balanced", "unknown")] == [
+        True,
+        True,
+        False,
+        False,
+        False,
+    ]
+
+
+def test_an_acceptance_covers_a_change_up_to_its_position_only():
+    grew = OtherWriter("o", "producer x", 3, "records:t:0@5", "0@9")
+    start = hop(in_=10, out=13, dead_letters=0, pending=0, other_writers=(grew,))
+    assert start.with_accepted({"records:t:0@5": "0@7"}) is start  # reviewed up to 0@7; it reaches 0@9 now
+    taken = start.with_accepted({"records:t:0@5": "0@9"})
+    assert (taken.out, taken.accepted, taken.other_writers) == (10, (grew,), ())
+    assert start.with_accepted({"records:t:0@5": None}).out == 10  # None: any position
+
+
+def test_an_accepted_change_leaves_the_figure_it_is_in():
+    dlq = OtherWriter("kafka://b/dlq", "producer y", 2, "records:dlq:0@0", figure="dead_letters")
+    table = OtherWriter("s3://w/t", "snapshot 3", 5, "snapshot:3")
+    start = hop(in_=10, out=15, dead_letters=2, pending=0, other_writers=(dlq, table))
+    only_dlq = start.with_accepted({"records:dlq:0@0"})
+    assert (only_dlq.out, only_dlq.dead_letters, only_dlq.accepted) == (15, 0, (dlq,))
+    both = start.with_accepted({"records:dlq:0@0": None, "snapshot:3": None})
+    assert (both.out, both.dead_letters, both.status) == (10, 0, "balanced")
+    no_dlq_figure = hop(in_=10, out=15, dead_letters=None, pending=0, other_writers=(table,))
+    assert no_dlq_figure.with_accepted({"snapshot:3"}) is no_dlq_figure

@@ -309,3 +309,109 @@ def test_one_look_is_enough_when_nothing_is_in_flight_and_it_balances():
     assert settled(_one_look(100, 90, 4, 0, (deleted, foreign)), OUT)
     assert not settled(_one_look(100, 90, 4, 0, (foreign,)), OUT)
     assert not settled(_one_look(100, None, 3, 0), OUT)  # type: ignore[arg-type]
+
+
+def test_assemble_says_what_each_figure_means_and_names_every_change():
+    from dataclasses import replace
+
+    from lineage_assets.conservation.iceberg_ingestion_hop import HistoryReset
+
+    tally = DeadLetterTally(below={0: 3}, foreign=ForeignRecords("orders-dlq-flink"))
+    tally.add_foreign(0, 4)
+    chain = [*_figures().chain[:3], fact(7, 1, "replace", SPARK_REWRITE)]
+    resets = [HistoryReset(9, 4, 1, -25, T0)]
+    b = assemble(_hop(), _figures(tally=tally, resets=resets, chain_break=1, chain=chain, notes=("a reader's note",)))
+    assert (b.job, b.input, b.outputs, b.range) == (
+        "iceberg-ingestion",
+        _hop().input.qualified_name,
+        _hop().output_names,
+        {"snapshot": 4},
+    )
+    assert b.notes == (
+        "cut: stable",
+        "in: committed records of orders below its last stable offsets; pending: those at or above the group's "
+        "committed offsets (read by the job, not yet committed by a checkpoint)",
+        "out: rows of default/orders at snapshot 4 from its summary (total-records less position deletes, no data "
+        "read); the job's snapshots in its history add 80, other writers +0",
+        "dead letters: records of orders-dlq-flink whose source offset is below the committed offsets (0 more are "
+        "ahead of them, counted with pending)",
+        "counts of Kafka are remembered as marks and the snapshots as facts, so they hold after retention or "
+        "snapshot expiry; a run reads only new records and snapshots",
+        "compactions (same rows, other files) not named: snapshots [7]",
+        "history before snapshot 1 was expired before it was classified: other writers before it are not named "
+        "(their rows are in the total)",
+        "a reader's note",
+    )
+    reset, foreign = b.other_writers[2:]
+    assert reset == OtherWriter(
+        OUT,
+        "history reset: snapshot 9 is no longer an ancestor of current snapshot 4 (a rollback or a replaced branch, "
+        "found at 2027-01-15T08:00:00+00:00); its changes since snapshot 1 are gone",
+        -25,
+        "reset:9->4",
+    )
+    assert (foreign.rows, foreign.figure) == (1, "dead_letters")
+    without = assemble(replace(_hop(), dead_letters=None), _figures(head=None))
+    assert without.notes[2].startswith("out: rows of default/orders at snapshot none from its summary")
+    assert without.notes[3].startswith("dead letters: records of the DLQ whose source offset")
+    assert len(without.notes) == 5
+
+
+def test_classify_reads_the_summary_figures_and_the_job_id():
+    f = classify(5, 4, T0, "overwrite", {**PYICEBERG_OVERWRITE, "flink.job-id": "abc"})
+    assert (f.flink_job_id, f.added, f.deleted, f.net, f.checkpoint) == ("abc", 110, 120, -10, None)
+    assert classify(5, 4, T0, "append", {"flink.max-committed-checkpoint-id": ""}).checkpoint is None
+    assert classify(5, 4, T0, "append", {}).flink_job_id == ""
+
+
+def test_the_summary_figures_an_empty_text_is_zero_or_unknown():
+    assert net_rows({"added-records": "", "deleted-records": "2"}) == -2
+    assert rows_held({"total-records": ""}) == (
+        None,
+        "its summary has no total-records (written by a writer that does not keep totals)",
+    )
+    assert rows_held({"total-records": "9", "total-equality-deletes": "2"}) == (
+        None,
+        "it has 2 equality deletes, whose effect on the row count only a data scan shows; compact the table (e.g. "
+        "Spark `CALL system.rewrite_data_files` with delete-file-threshold 1) and reconcile again",
+    )
+    assert dead_letter_source(None, "orders") is None
+
+
+def test_ancestry_stops_at_a_cycle():
+    facts = {2: fact(2, 1, "append", {}), 1: fact(1, 2, "append", {})}
+    chain, broken = ancestry(2, facts)
+    assert ([f.snapshot_id for f in chain], broken) == ([2, 1], 2)
+
+
+def test_dead_letters_move_below_c_at_c_exactly_and_a_new_partition_counts_from_nothing():
+    tally = DeadLetterTally()
+    tally.add(0, 9)
+    tally.add(0, 10)
+    tally.add(2, 0)
+    tally.settle({0: 10})  # partition 2 has no committed offset: all of it stays ahead
+    assert (tally.below, tally.ahead, tally.committed) == ({0: 1}, {0: [10], 2: [0]}, {0: 10})
+    tally.settle({0: 9, 1: 0, 2: 1})  # C went back on 0: what is below stays; the highest C is kept
+    assert (tally.below, tally.ahead, tally.committed) == ({0: 1, 2: 1}, {0: [10]}, {0: 10, 1: 0, 2: 1})
+
+
+def test_moved_back_only_for_a_known_partition_whose_offset_went_back():
+    tally = DeadLetterTally(committed={0: 5, 1: 1})
+    assert tally.moved_back({0: 0, 1: 1, 2: 0, 3: -1}) == {0: (5, 0)}
+    assert tally.moved_back({1: 0}) == {1: (1, 0)}
+    assert DeadLetterTally(committed={0: 0}).moved_back({0: -1, 1: 0}) == {}
+
+
+def test_a_partition_never_committed_is_remembered_below_every_offset():
+    tally = DeadLetterTally()
+    tally.settle({3: -1001})
+    assert tally.committed == {3: -1}
+
+
+def test_a_rewrite_is_a_replace_that_keeps_the_rows():
+    from lineage_assets.conservation.iceberg_ingestion_hop import is_rewrite
+
+    assert is_rewrite("replace", 0)
+    assert not is_rewrite("replace", -1)
+    assert not is_rewrite("replace", 1)
+    assert not is_rewrite("overwrite", 0)

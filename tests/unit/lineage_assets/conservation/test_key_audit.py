@@ -5,9 +5,15 @@ from __future__ import annotations
 import itertools
 
 from lineage_assets.conservation.key_audit import (
+    RangeRecord,
+    _chosen,
+    _examples,
+    _oldest_ms,
+    _skips,
     compare_archive,
     compare_counts,
     decimal_prefixes,
+    describe_spans,
     key_runs,
     offset_spans,
     spans_of,
@@ -165,3 +171,63 @@ def test_without_the_aborted_records_the_lines_would_be_shifted():
 def test_doubled_offsets_are_named_as_runs_of_the_same_objects():
     by_offset = {1: ["k0", "c1"], 2: ["k0", "c1"], 3: ["c1", "k3"], 5: ["c1", "k3"]}
     assert key_runs(by_offset) == [(1, 2, ["k0", "c1"]), (3, 3, ["c1", "k3"]), (5, 5, ["c1", "k3"])]
+
+
+def test_a_partition_never_committed_is_skipped_and_the_next_one_audited():
+    assert spans_of({}, {0: -1001, 1: 50}, {0: 0, 1: 0}) == {1: (0, 50)}
+
+
+def test_the_log_start_of_a_partition_not_named_is_zero():
+    assert spans_of({"from": 0}, {0: 5}, {}) == {0: (0, 5)}
+
+
+def test_to_alone_ends_every_partition_there_and_an_empty_range_is_no_span():
+    assert spans_of({"to": 3}, {0: 10, 1: 2}, {0: 0, 1: 0}) == {0: (0, 3), 1: (0, 2)}
+    assert spans_of({"from": 5, "to": 5}, {0: 10}, {0: 0}) == {}
+
+
+def test_an_id_expected_no_times_and_absent_is_neither_missing_nor_doubled():
+    assert compare_counts({"a": 0}, {}) == ({}, {})
+
+
+def test_decimal_prefixes_of_offsets_past_float_precision():
+    lo = 10**17 + 1  # above 2**53: a float would round it
+    assert decimal_prefixes(lo, lo + 2) == ["00100000000000000001", "00100000000000000002"]
+
+
+def test_a_run_of_three_keeps_its_first_offset():
+    assert key_runs({1: ["k"], 2: ["k"], 3: ["k"]}) == [(1, 3, ["k"])]
+
+
+def test_the_spans_and_the_range_read_in_words():
+    assert describe_spans("orders", {1: (5, 10), 0: (0, 3)}) == "orders[0]@0..2 orders[1]@5..9"
+    assert describe_spans("orders", {}) == "no records"
+    assert _chosen({"partition": 1}) == "the chosen offsets, clipped to the log start and"
+    assert _chosen({"from": 1}) == _chosen({"to": 1}) == "the chosen offsets, clipped to the log start and"
+    assert _chosen({}) == "the last 10000 offsets of each partition"
+    assert _chosen({"last": 50}) == "the last 50 offsets of each partition"
+    assert _chosen({"last": None}) == "the last 10000 offsets of each partition"
+
+
+def test_examples_show_five_and_say_when_there_are_more():
+    assert _examples([]) == ""
+    assert _examples(["a", "b"]) == " (a, b)"
+    assert _examples(["a", "b", "c", "d", "e"]) == " (a, b, c, d, e)"
+    assert _examples(["a", "b", "c", "d", "e", "f"]) == " (a, b, c, d, e)"  # more only when the total says so
+    assert _examples(["a", "b"], total=9) == " (a, b ...)"
+    assert _examples(["a", "b"], total=2) == " (a, b)"
+
+
+def test_the_oldest_timestamp_leaves_unstamped_records_out():
+    def rr(ts: int) -> RangeRecord:
+        return RangeRecord(0, "x", False, ts)
+
+    assert _oldest_ms({0: [rr(0), rr(5)], 1: [rr(3)]}) == 3
+    assert _oldest_ms({0: [rr(1)]}) == 1
+    assert _oldest_ms({}) == 0
+
+
+def test_a_range_skips_offsets_when_fewer_records_than_offsets_came():
+    rows = [RangeRecord(o, "x", False, 1) for o in (10, 11, 12)]
+    assert not _skips(rows, 10, 13)
+    assert _skips(rows, 10, 14)

@@ -156,3 +156,92 @@ def test_tally_counts_writers_and_redeliveries():
 def test_changed_rows_and_statistics_reset():
     assert changed_rows({"updated": 3, "deleted": 1}, {"updated": 1, "deleted": 1}) == {"updated": 2, "deleted": 0}
     assert changed_rows({"updated": 0, "deleted": 0}, {"updated": 5, "deleted": 0}) == {"deleted": 0}
+
+
+def test_classify_a_sequence_without_its_lsn_or_not_json_and_an_op_not_utf8():
+    assert classify([("__op", b"u"), ("__sequence", b'["5", null]')]).order == (5, 0)
+    assert classify([("__op", b"u"), ("__sequence", b"not json")]).order is None
+    assert classify([("__op", b"\xff")]).op == "\ufffd"
+
+
+def test_partitions_are_described_in_number_order():
+    assert describe_ranges({"10": [[1, 1]], "9": [[2, 3]], "3": []}) == "orders[9]@2..3 orders[10]@1"
+
+
+def test_lsn_hex_both_halves():
+    assert lsn_int("10/1F") == (16 << 32) + 31
+    assert lsn_text(None) is None
+
+
+def test_settle_a_transaction_delivered_whole_is_done_and_at_the_first_sighting_missing():
+    recent = {301: TxRows(2, since=5.0), 303: TxRows(1, since=7.0)}
+    s = settle(Snapshot(300, 305), recent, {301: 2}, {}, debezium_total=9, wal=9000, reached=None)
+    assert (s.pending, s.pending_since, s.first_seen, s.frontier) == (1, 7.0, {303: 9000}, 300)
+    at = settle(Snapshot(300, 305), recent, {301: 2}, {}, debezium_total=9, wal=9000, reached=9000)
+    assert (at.pending, at.missing_txids) == (0, (303,))
+
+
+def test_widen_at_half_the_span():
+    half = 1 << 31
+    assert widen(half, 0) == half  # exactly half ahead: the same epoch
+    assert widen(half - 1, 0) == half - 1
+    assert widen(0, half) == 0  # exactly half behind: the same epoch
+    assert widen(0, half - 1) == 0
+    assert widen(20, (1 << 32) + 10) == (1 << 32) + 20
+    assert widen(half + 1, 0) == half + 1 - (1 << 32)
+    assert widen(0, half + 1) == 1 << 32
+
+
+def test_snapshot_xmin_itself_running_is_not_visible():
+    assert not Snapshot(100, 110, frozenset({100})).visible(100)
+
+
+def test_partition_order_a_new_key_is_not_capped_and_ids_at_one_key_are_capped(monkeypatch):
+    from lineage_assets.conservation import orders_source
+
+    monkeypatch.setattr(orders_source, "MAX_IDS_AT_KEY", 2)
+    order = PartitionOrder(capped=True)
+    assert not order.redelivered((1, 1), "a")
+    assert (order.ids, order.capped) == ({"a"}, False)
+    assert not order.redelivered((1, 1), "b")
+    assert (order.ids, order.capped) == ({"a", "b"}, False)
+    assert not order.redelivered((1, 1), "c")  # past the cap: not remembered, redelivery left to --deep
+    assert (order.ids, order.capped) == ({"a", "b"}, True)
+
+
+def test_tally_keys_rows_late_lsns_and_the_frontier_itself():
+    tally = Tally(frontier=1918)
+    tally.add(0, 1, None, RecordInfo(True, "c", 5, 1918, (1, 1)), reference_xid=2000, evidence=False)
+    tally.add(0, 2, b"\xff", RecordInfo(True, "c", 3, None, (1, 1)), reference_xid=2000, evidence=False)
+    tally.add(0, 3, b"k", RecordInfo(True, "c", None, None, (1, 1)), reference_xid=2000, evidence=True)
+    assert (tally.lsn_late, tally.lsn_max, tally.delivered) == (5, None, {1918: 1})
+    assert tally.orders["0"].ids == {"", "\ufffd", "k"}
+    tally.add(0, 4, b"k", RecordInfo(True, "c", None, None, (1, 1)), reference_xid=2000, evidence=True)
+    tally.add(0, 5, b"k", RecordInfo(True, "c", None, None, (1, 1)), reference_xid=2000, evidence=True)
+    assert (tally.redelivered, tally.redelivered_at) == (2, {"0": [[4, 5]]})
+    tally.add(1, 0, b"x", RecordInfo(False), reference_xid=2000, evidence=True)
+    assert (tally.foreign.records, tally.foreign.rows) == (1, 1)
+
+
+def test_changed_rows_without_a_baseline_are_none_yet():
+    assert changed_rows({"updated": 3, "deleted": 0}, {}) == {"updated": 0, "deleted": 0}
+
+
+def test_counted_out_is_debeziums_records_and_every_other_writers():
+    from infra.settings import StackSettings
+    from lineage_assets.conservation.hops import hops
+    from lineage_assets.conservation.orders_source import Settled, counted
+    from lineage_assets.lineage.identity import Pipeline
+
+    hop = hops(Pipeline.from_settings(StackSettings()))["orders-source"]
+    tally = Tally()
+    tally.add(0, 7, b"x", RecordInfo(False), reference_xid=1, evidence=True)
+    settled = Settled(
+        out=40, beyond=0, pending=2, pending_since=5.0, missing_txids=(), frontier=1, delivered={}, first_seen={}
+    )
+    b = counted(hop, 43, settled, tally)
+    assert (b.job, b.input, b.outputs) == ("orders-source", hop.input.qualified_name, hop.output_names)
+    assert (b.in_, b.out, b.dead_letters, b.pending, b.pending_since) == (43, 41, 0, 2, 5.0)
+    (writer,) = b.other_writers
+    assert (writer.output, writer.rows, writer.ref) == (hop.output.qualified_name, 1, "records:orders:0@7")
+    assert writer.what == "1 records produced by another writer (without Debezium's headers), orders offsets 0:7..7"

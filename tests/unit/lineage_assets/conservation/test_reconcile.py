@@ -106,3 +106,31 @@ def test_deep_adds_the_key_audit_notes_and_an_unreadable_audit_keeps_the_counts(
         "per-key audit not done: object store at http://127.0.0.1:9000 did not answer",
     )
     assert found["supplier-stats"].notes == ()
+
+
+def test_the_lock_timeout_reaches_every_look_and_a_short_confirmation_pause_still_confirms(monkeypatch, stores):
+    looks = iter([(100, 90, 0, 0), (100, 100, 0, 0)])
+    calls = []
+
+    def balance_of(hop, stores_, lock_timeout=None):
+        calls.append((hop.job.name, stores_ is stores, lock_timeout))
+        return HopBalance(hop.job.name, "in", (), *next(looks))
+
+    monkeypatch.setattr(rec, "balance_of", balance_of)
+    slept = []
+    (b,) = rec.reconcile(stores, ["iceberg-ingestion"], confirm_after_s=0.5, sleep=slept.append, lock_timeout=7.0)
+    assert (b.status, slept) == ("balanced", [0.5])
+    assert calls == [("iceberg-ingestion", True, 7.0), ("iceberg-ingestion", True, 7.0)]
+
+
+def test_the_key_audit_is_given_the_hop_and_the_stores(monkeypatch, stores):
+    seen = []
+
+    def audit(job, hop, stores_):
+        seen.append((job, hop.job.name, stores_ is stores))
+        return ["audited"]
+
+    monkeypatch.setattr(rec.key_audit, "audit", audit)
+    hop = rec.hops(stores.pipeline)["iceberg-ingestion"]
+    assert rec.deep_notes(hop, stores) == ["audited"]
+    assert seen == [("iceberg-ingestion", "iceberg-ingestion", True)]

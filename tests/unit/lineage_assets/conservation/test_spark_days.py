@@ -202,3 +202,103 @@ def test_a_chain_whose_full_write_expired_is_partial():
 def test_an_incremental_write_that_does_not_follow_the_write_before_it_breaks_the_chain(before):
     with pytest.raises(BrokenChain):
         read_chain([before, link(2, "incremental", start=50, base=1, read_to=60)])
+
+
+def test_parse_write_reads_every_property_and_defaults_the_rest():
+    summary = {
+        "lineage-lab.day": DAY,
+        "lineage-lab.input-snapshot-id": "42",
+        "lineage-lab.input-rows": "10",
+        "lineage-lab.rejected-orders": "2",
+        "lineage-lab.output-rows": "5",
+        "lineage-lab.mode": "incremental",
+        "lineage-lab.start-snapshot-id": "40",
+        "lineage-lab.base-snapshot-id": "6",
+        "lineage-lab.read-rows": "3",
+        "lineage-lab.read-rejected": "1",
+    }
+    assert parse_write(7, summary, 1000) == DayWrite(7, DAY, 42, 10, 2, 5, 1000, "incremental", 40, 6, 3, 1)
+    assert parse_write(8, {"lineage-lab.day": DAY}, 2000) == DayWrite(
+        8, DAY, None, 0, 0, 0, 2000, "full", None, None, 0, 0
+    )
+
+
+def test_partition_delta_reads_each_figure_by_its_name():
+    def delta(text: str) -> int | None:
+        return partition_delta({"partition-summaries-included": "true", f"partitions.{PART}": text}, PART)
+
+    assert delta("added-records=4,added-position-deletes=x=0") is None  # a value with "=": split at the first
+    assert delta("added-delete-files=1,added-records=3") is None
+    assert delta("added-position-deletes=2,added-records=3") is None
+    assert delta("added-delete-files=0,added-records=3") == 3
+    assert delta("added-delete-files=,added-records=3") == 3
+    assert delta("deleted-records=2") == -2
+    assert partition_delta({"changed-partition-count": "0", "added-records": "5"}, PART) == 0
+    assert partition_delta({"deleted-records": "2"}, PART) is None
+    assert partition_delta({"removed-files-size": "1"}, PART) is None
+
+
+def test_count_along_counts_the_oldest_retained_and_past_the_walk_from_manifests():
+    def summary(added: int) -> dict[str, str]:
+        return {"partition-summaries-included": "true", f"partitions.{PART}": f"added-records={added}"}
+
+    chain = [(3, summary(1)), (2, summary(2)), (1, summary(4))]
+    assert count_along(chain, PART, {}.get, lambda sid: sid * 100, reaches_start=False) == 103  # 100 + 1 + 2
+    assert count_along(chain, PART, {}.get, lambda sid: sid * 100, reaches_start=True, max_walk=1) == 201
+
+
+def test_a_day_names_the_snapshot_read_and_its_other_writers_and_nothing_grown_is_not_pending():
+    deleter = OtherWriter("s3://warehouse/default/supplier_stats", "snapshot 99 (delete)", -4)
+    d = day_figures(write(), in_now=20, out=19, in_read=20, others=(deleter,), pending_since=5.0)
+    assert (d.read_snapshot, d.write_snapshot, d.other_writers, d.pending_since) == (42, 77, (deleter,), None)
+
+
+def test_the_hop_notes_each_day_removed_missing_or_doubled():
+    removed = DayFigures("2026-11-24", in_=10, out=9, dead_letters=0, pending=0, removed=3, read_snapshot=4)
+    doubled = DayFigures("2026-11-25", in_=5, out=7, dead_letters=0, pending=0, pending_since=5.0)
+    unread = DayFigures("2026-11-26")  # known, no figure read: adds nothing
+    writer = OtherWriter("s3://warehouse/default/supplier_stats", "snapshot 99 (delete)", -4)
+    written = DayFigures("2026-11-27", in_=1, out=1, dead_letters=0, pending=0, other_writers=(writer,))
+    b = assemble(hop(), [removed, doubled, unread, written], {})
+    assert (b.job, b.input, b.outputs) == (SPARK_SUPPLIER_STATS_JOB, hop().input.qualified_name, hop().output_names)
+    assert (b.in_, b.out, b.dead_letters, b.pending, b.pending_since) == (16, 17, 0, 0, None)
+    assert b.other_writers == (writer,)
+    assert b.notes == (
+        "per day partition of supplier_stats: in = the day's orders in orders now, of which 'orders read' at the "
+        "snapshot its latest Spark write read (that write's lineage-lab.input-snapshot-id) and pending = the rest "
+        "(not summarised yet); out = sum(total_count) of the day now; dead letters = the write's "
+        "lineage-lab.rejected-orders",
+        "cut: supplier_stats' snapshot is read first, then orders'; every figure is of a snapshot named in range",
+        "day 2026-11-24: 3 order(s) removed from orders since snapshot 4 (the one read): the day's summary still "
+        "counts them; re-materialize supplier_stats for that day to follow orders",
+        "day 2026-11-24: 1 order(s) missing in supplier_stats",
+        "day 2026-11-25: 2 order(s) doubled in supplier_stats",
+    )
+
+
+def test_the_hop_says_why_it_is_unknown():
+    assert assemble(hop(), [], {}).unknown == (
+        "supplier_stats holds no day written by the Spark job yet: materialize supplier_stats for a day"
+    )
+    a, b = DayFigures("2026-11-20", unknown="expired"), DayFigures("2026-11-21", unknown="broken")
+    assert (
+        assemble(hop(), [a, b], {}).unknown == "unknown for day 2026-11-20: expired; unknown for day 2026-11-21: broken"
+    )
+
+
+def test_a_partial_chain_is_oldest_first_too():
+    first = link(2, "incremental", start=50, base=1, read_to=60)
+    second = link(3, "incremental", start=60, base=2, read_to=70)
+    assert read_chain([first, second]) == ([first, second], False)
+
+
+def test_a_broken_chain_names_the_write():
+    with pytest.raises(BrokenChain) as after:
+        read_chain([None, link(2, "incremental", start=50, base=1)])
+    assert str(after.value) == "supplier_stats snapshot 2 added to the day after another writer's"
+    with pytest.raises(BrokenChain) as other:
+        read_chain([link(9, read_to=49), link(2, "incremental", start=50, base=1)])
+    assert str(other.value) == (
+        "supplier_stats snapshot 2 says it added orders after snapshot 50 to supplier_stats snapshot 1, but the "
+        "write before it is snapshot 9, which read up to orders snapshot 49"
+    )

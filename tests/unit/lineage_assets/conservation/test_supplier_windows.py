@@ -467,3 +467,123 @@ def test_a_cut_right_after_a_checkpoint_waits_unless_nothing_moved_since_a_quiet
     moved = '{"dead_letters": {"0": 2}, "orders": {"0": 49}, "output": {"0": 7}}'
     sw.take_cut(fake_hop(), stores, FakeFlink(), "job", slept.append, quiet=moved)
     assert len(slept) == 6  # C moved since the quiet cut: every attempt waits for the checkpoint to settle
+
+
+def test_spans_text_names_partitions_in_order_and_leaves_empty_ones_out() -> None:
+    from lineage_assets.conservation.foreign_records import Run
+
+    assert sw._spans_text({1: Run(2, 2, 5, 6), 0: Run(1, 1, 3, 3), 2: Run()}) == "0:3..3, 1:5..6"
+
+
+def test_undecided_until_fired_through_reaches_the_windows_last_instant_or_it_fired() -> None:
+    assert sw._undecided(T0, "Joe", WindowBook(), T0 + 4_998)
+    assert not sw._undecided(T0, "Joe", WindowBook(), T0 + 4_999)
+    book = WindowBook()
+    book.add([job(0, 0, S0, T0 + 5_000, "Joe", 1)])
+    assert not sw._undecided(T0, "Joe", book, None)
+    assert sw._undecided(T0, "Ann", book, None)
+
+
+def test_tail_start_is_never_below_zero() -> None:
+    assert sw.tail_start_ms(10) == 0
+
+
+def test_an_empty_tail_has_nothing_pending() -> None:
+    assert TailBook().pending() == sw.Pending(0, None, {})
+
+
+def test_resume_notes_every_partition_whose_offset_went_back_and_drops_candidates_at_c() -> None:
+    tail = TailBook(positions={0: 12, 1: 9, 2: 4}, candidates=[sw.Candidate(2, 3, T0, T0, "Joe", "aa")])
+    ranges, notes = tail.resume({0: 12, 1: 7, 2: 3}, {0: 0, 1: 0, 2: 0}, {0: 0, 1: 0, 2: 0})
+    assert ranges == {0: (12, 12), 1: (7, 7), 2: (3, 3)}
+    assert notes == [
+        "the group's committed offsets went back (a job restored from an older checkpoint or savepoint): "
+        "orders[1] 9 -> 7, orders[2] 4 -> 3; orders past them are decoded again when the job commits them again"
+    ]
+    assert tail.candidates == []  # offset 3 is at C now: decoded again when committed again
+
+
+def test_resume_from_the_log_start_only_when_retention_passed_the_position() -> None:
+    tail = TailBook(positions={0: 8, 1: 5})
+    ranges, notes = tail.resume({0: 12, 1: 12}, {0: 8, 1: 8}, {0: 8, 1: 12})
+    assert ranges == {0: (8, 12), 1: (8, 12)}
+    assert notes == []  # 0: retention reached the position only; 1: the log start is C (nothing to read)
+
+
+def test_resume_dead_keeps_a_letter_at_the_tail_start_and_a_position_at_the_end() -> None:
+    tail = TailBook(dlq_positions={0: 25}, dead={"aa": [(0, 10)]})
+    assert tail.resume_dead({0: 25}, {0: 10}) == {0: (25, 25)}
+    assert tail.dead == {"aa": [(0, 10)]}
+
+
+def test_settle_drops_a_candidate_whose_window_fired_since() -> None:
+    book = WindowBook()
+    tail = TailBook(candidates=[sw.Candidate(0, 1, T0, T0 + 10_000, "Joe", "aa")])
+    book.add([job(0, 0, S2, T0 + 15_000, "Joe", 1)])
+    tail.settle(book, None, {0: 2}, {0: 0})
+    assert tail.candidates == []
+
+
+def test_take_order_judges_the_orders_own_window_and_supplier() -> None:
+    book = WindowBook()
+    book.add([job(0, 0, S2, T0 + 15_000, "Joe", 1)])  # S2|Joe fired
+    tail = TailBook()
+    tail.take_order(TailOrder(0, 1, T0, None, None, T0 + 11_000), book, None)  # no supplier: dead-lettered by the job
+    tail.take_order(TailOrder(0, 2, T0, None, "Joe", T0 + 11_000), book, None)  # its window fired
+    tail.take_order(TailOrder(0, 3, T0, None, "Ann", T0 + 1_000), book, T0 + 4_999)  # fired_through passed it
+    tail.take_order(TailOrder(0, 4, T0, None, "Ann", T0 + 11_000), book, None)
+    assert tail.candidates == [sw.Candidate(0, 4, T0, T0 + 10_000, "Ann", "")]
+
+
+def test_acknowledging_past_the_reviewed_offset_says_so_and_batches_of_other_partitions_are_taken() -> None:
+    book = WindowBook()
+    book.add([job(0, 0, S0, T0 + 5_000, "Joe", 1, ts=T0 + 6_000)])  # the header since: later ones without are foreign
+    book.add([OutputRecord(0, 5, T0 + 30_000, False, S0, T0 + 5_000, "Eve", 1)])
+    book.add(
+        [OutputRecord(1, 2, T0 + 30_000, False, S0, T0 + 5_000, "Eve", 1)],
+        accepted=frozenset({"records:supplier-stats:0@5"}),
+    )
+    with pytest.raises(ValueError) as past:
+        book.acknowledge({0: 4})
+    assert str(past.value) == (
+        "partition 0 holds foreign records up to offset 5, past the 4 acknowledged: review them first"
+    )
+    moved = book.acknowledge()
+    assert sorted(moved) == [0, 1] and book.foreign.batches == []
+
+
+def test_add_keeps_the_highest_position_the_newest_end_and_counts_unreadable_and_reopened() -> None:
+    book = WindowBook()
+    book.add([job(0, 5, S1, T0 + 10_000, "Joe", 1)])
+    book.add([job(0, 2, S0, T0 + 5_000, "Joe", 1)])
+    assert (book.positions, book.newest_end) == ({0: 6}, T0 + 10_000)
+    unreadable = OutputRecord(1, 3, T0 + 20_000, True)
+    book.add([unreadable, job(1, 4, S2, T0 + 15_000, "Ann", 2)])
+    assert book.unreadable == sw.Run(1, 0, 3, 3)
+    assert book.windows[f"{S2}|Ann"] == [2, T0 + 15_000]
+    book.add([job(2, 0, S3, T0 + 40_000, "Ann", 1, ts=T0 + 45_000)])
+    assert book.prune() == 3
+    book.add([job(2, 1, S0, T0 + 5_000, "Joe", 1), job(2, 2, S1, T0 + 10_000, "Joe", 1)])
+    assert book.reopened == 2
+
+
+def test_a_record_without_the_header_stamped_at_the_first_headered_one_is_foreign() -> None:
+    book = WindowBook()
+    book.add([job(0, 0, S0, T0 + 5_000, "Joe", 1, ts=T0 + 6_000)])
+    book.add([OutputRecord(0, 1, T0 + 6_000, False, S0, T0 + 5_000, "Eve", 3)])
+    assert (book.legacy_records, book.foreign_rows) == (0, 3)
+
+
+def test_prune_of_an_empty_book_and_the_closed_bound_is_the_latest_end_folded() -> None:
+    assert WindowBook().prune() == 0
+    book = WindowBook()
+    book.add([job(0, 0, S1, T0 + 10_000, "Joe", 1), job(1, 0, S0, T0 + 5_000, "Ann", 1)])
+    book.add([job(0, 1, S3, T0 + 30_000, "Joe", 1)])
+    assert book.prune() == 2
+    assert book.closed_through_end == T0 + 10_000
+
+
+def test_a_windows_end_and_the_event_time_its_firing_shows() -> None:
+    assert sw.window_end(T0) == T0 + 5_000
+    assert sw.fired_through_of(T0 + 5_000) == T0 + 4_999
+    assert sw.fired_through_of(None) is None
