@@ -12,23 +12,17 @@ from contextlib import contextmanager
 import dagster as dg
 from dagster._core.storage.dagster_run import NOT_FINISHED_STATUSES
 
-from infra.services.dagster import DagsterDev, dagster_cli
+from infra.services.dagster import DagsterDev
 from infra.services.iceberg_catalog import load_catalog
-from infra.settings import REPO_ROOT, StackSettings
+from infra.settings import StackSettings
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.main_job import BATCH_SENSOR
 from lineage_assets.metadata import asset_key
 from lineage_assets.spark.new_orders_sensor import reported_snapshot
+from tests.support.stack_dagster import stack_dagster
 
 #: how long the Flink job sensor may take to report the snapshot the block ended at
 REPORT_WAIT_S = 180
-
-
-def stack_sensor(settings: StackSettings, *args: str) -> None:
-    """``dagster sensor ARGS`` against the stack's instance (what the UI's sensor page does)."""
-    result = dagster_cli(DagsterDev(settings).dagster_home, REPO_ROOT / "workspace.yaml", "sensor", *args)
-    if result.returncode != 0:
-        raise RuntimeError(f"`dagster sensor {' '.join(args)}` failed: {(result.stderr or result.stdout)[-500:]}")
 
 
 #: the jobs the stack's daemon runs on its own that write supplier_stats (the sensor's and the finalise schedule's)
@@ -63,7 +57,7 @@ def new_orders_sensor_paused(settings: StackSettings) -> Iterator[None]:
     of the orders table that reports the snapshot current when the block ended, or a later one (those days are done,
     or are the writer's own business). The Flink job sensor records it within a tick or two."""
     orders = Pipeline.from_settings(settings).dataset("iceberg_orders")
-    stack_sensor(settings, "stop", BATCH_SENSOR)
+    stack_dagster(settings, "sensor", "stop", BATCH_SENSOR)
     try:
         wait_for_runs_it_asked_for(settings)
         yield
@@ -89,5 +83,5 @@ def new_orders_sensor_paused(settings: StackSettings) -> Iterator[None]:
                             f"new-orders sensor stays stopped; start it from the UI once it has"
                         )
                     time.sleep(2)
-        stack_sensor(settings, "cursor", BATCH_SENSOR, "--set", cursor)
-        stack_sensor(settings, "start", BATCH_SENSOR)
+        stack_dagster(settings, "sensor", "cursor", BATCH_SENSOR, "--set", cursor)
+        stack_dagster(settings, "sensor", "start", BATCH_SENSOR)

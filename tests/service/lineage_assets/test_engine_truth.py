@@ -15,8 +15,6 @@ import dagster as dg
 import pytest
 import requests
 
-from infra.services.dagster import DagsterDev, dagster_cli
-from infra.settings import REPO_ROOT
 from lineage_assets.checks.asset_checks import build_lineage_checks
 from lineage_assets.flink import supplier_stats_stream_asset
 from lineage_assets.freshness import PipelineTunables
@@ -27,6 +25,7 @@ from tests.service.lineage_assets.conftest import private_lineage, stack_dagster
 from tests.support.engine_waits import DEADLINE, wait_for, wait_for_delivery, wait_for_tick
 from tests.support.marquez_runs import marquez_runs, one_open_run_with, running_runs
 from tests.support.outside_flink import cancel, flink, restart_with_flink_cli, running_jid
+from tests.support.stack_dagster import stack_dagster
 
 pytestmark = pytest.mark.service
 
@@ -41,11 +40,6 @@ def stack_observation(settings, key: dg.AssetKey) -> dict[str, object]:
     if not records or records[0].asset_observation is None:
         return {}
     return {k: v.value for k, v in records[0].asset_observation.metadata.items()}
-
-
-def stack_sensor(settings, action: str, sensor: str) -> None:
-    result = dagster_cli(DagsterDev(settings).dagster_home, REPO_ROOT / "workspace.yaml", "sensor", action, sensor)
-    assert result.returncode == 0, result.stderr[-800:]
 
 
 @pytest.fixture(scope="module")
@@ -187,7 +181,7 @@ def run_state_check(settings) -> dg.AssetCheckEvaluation:
 
 def test_check_d_fails_while_the_lineage_is_stale_and_passes_once_the_sensor_ran(settings, deployed):
     assert run_state_check(settings).passed, "the pipeline as the earlier tests left it"
-    stack_sensor(settings, "stop", "flink_job_sensor")
+    stack_dagster(settings, "sensor", "stop", "flink_job_sensor")
     try:
         before = running_jid(settings, FLINK_JOB)
         cancel(settings, before)
@@ -198,7 +192,7 @@ def test_check_d_fails_while_the_lineage_is_stale_and_passes_once_the_sensor_ran
         assert "stale lineage, job running" in (stale.description or ""), stale.description
     finally:
         started = time.time()
-        stack_sensor(settings, "start", "flink_job_sensor")
+        stack_dagster(settings, "sensor", "start", "flink_job_sensor")
     # the sensor's next tick opens the run of the restarted job; once the drainer delivered what it queued, check (d)
     # is evaluated once
     tick = wait_for_tick(settings, "flink_job_sensor", after=started, timeout=DEADLINE)

@@ -4,12 +4,18 @@ under its Plots). Screenshot kept in tests/artifacts/.
 
 What the page shows moves while data flows: the Flink job sensor records a materialization of the Iceberg table
 every tick and asks for check runs, and the checks schedule runs every 5 minutes. So both are stopped while the page
-is read, once no check run is left in flight: the latest execution then stays the one read from the instance before
-the page, and the page is judged against it once."""
+is read, once no check run is left in flight.
+
+The page shows the execution that evaluated the latest materialization, and "Not evaluated" when there is none: the
+sensor asks for check runs at most once a minute, so the materialization it recorded last may still be owed one when
+it stops. The test therefore launches the checks job itself, as the schedule would, with a run id of its own; the
+latest execution is then that run's, of the latest materialization (both read from the instance), and the page is
+judged against it once."""
 
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -17,8 +23,7 @@ import dagster as dg
 import pytest
 from dagster._core.storage.dagster_run import NOT_FINISHED_STATUSES
 
-from infra.services.dagster import DagsterDev, dagster_cli
-from infra.settings import REPO_ROOT
+from tests.support.stack_dagster import stack_dagster
 from tests.support.ui_pages import ARTIFACTS, open_page
 
 pytestmark = pytest.mark.service
@@ -33,24 +38,18 @@ CHECKS_JOB = "streaming_lineage_checks"
 CHECK_RUN_END_S = 300
 
 
-def stack_cli(settings, *args: str) -> None:
-    """``dagster ARGS`` against the stack's instance (what the UI's sensor and schedule pages do)."""
-    result = dagster_cli(DagsterDev(settings).dagster_home, REPO_ROOT / "workspace.yaml", *args)
-    assert result.returncode == 0, f"`dagster {' '.join(args)}` failed: {(result.stderr or result.stdout)[-500:]}"
-
-
 @contextmanager
 def checks_held(settings) -> Iterator[None]:
     """The Flink job sensor and the checks schedule off inside the block, on again after it."""
-    stack_cli(settings, "sensor", "stop", FLINK_SENSOR)
+    stack_dagster(settings, "sensor", "stop", FLINK_SENSOR)
     try:
-        stack_cli(settings, "schedule", "stop", CHECKS_SCHEDULE)
+        stack_dagster(settings, "schedule", "stop", CHECKS_SCHEDULE)
         try:
             yield
         finally:
-            stack_cli(settings, "schedule", "start", CHECKS_SCHEDULE)
+            stack_dagster(settings, "schedule", "start", CHECKS_SCHEDULE)
     finally:
-        stack_cli(settings, "sensor", "start", FLINK_SENSOR)
+        stack_dagster(settings, "sensor", "start", FLINK_SENSOR)
 
 
 def wait_for_check_runs_to_end(instance: dg.DagsterInstance) -> None:
@@ -63,6 +62,18 @@ def wait_for_check_runs_to_end(instance: dg.DagsterInstance) -> None:
         time.sleep(2)
 
 
+def run_the_checks_job(settings, instance: dg.DagsterInstance) -> str:
+    """Launches the checks job through the stack's daemon, as its schedule does, and waits for the run to end."""
+    run_id = str(uuid.uuid4())
+    stack_dagster(settings, "job", "launch", "-j", CHECKS_JOB, "--run-id", run_id)
+    deadline = time.monotonic() + CHECK_RUN_END_S
+    while not (run := instance.get_run_by_id(run_id)) or not run.is_finished:
+        assert time.monotonic() < deadline, f"the check run {run_id} did not end within {CHECK_RUN_END_S} s"
+        time.sleep(2)
+    assert run.status == dg.DagsterRunStatus.SUCCESS, f"the check run {run_id} ended {run.status.value}"
+    return run_id
+
+
 def latest_execution(instance: dg.DagsterInstance):
     (record,) = instance.event_log_storage.get_asset_check_execution_history(CHECK, limit=1)
     return record
@@ -73,7 +84,9 @@ def test_the_asset_page_shows_the_conservation_check_and_its_plots(settings, bro
     url = f"{settings.dagster_url}/assets/iceberg/default/orders?view=checks&checkDetail=conservation"
     with checks_held(settings):
         wait_for_check_runs_to_end(stack_instance)
+        run_id = run_the_checks_job(settings, stack_instance)
         before = latest_execution(stack_instance)
+        latest_materialization = stack_instance.fetch_materializations(CHECK.asset_key, limit=1).records[0]
         page = open_page(browser, url, shot, "Latest execution")
         try:
             page.set_viewport_size({"width": 1600, "height": 1800})
@@ -91,6 +104,9 @@ def test_the_asset_page_shows_the_conservation_check_and_its_plots(settings, bro
     assert after.id == before.id, "nothing evaluated the check while its sensor and schedule were stopped"
     evaluation = before.event.dagster_event.event_specific_data
     assert isinstance(evaluation, dg.AssetCheckEvaluation), f"the latest execution is not resolved: {before}"
+    assert before.run_id == run_id, f"the latest execution is run {before.run_id}'s, not the one launched"
+    target = evaluation.target_materialization_data
+    assert target and target.storage_id == latest_materialization.storage_id, "not of the latest materialization"
     assert evaluation.description.startswith("iceberg-ingestion: "), evaluation.description
     latest = body[body.index("Latest execution") :]
     assert latest.startswith(f"Latest execution\n\n{evaluation.description}\n"), f"see {shot}"
