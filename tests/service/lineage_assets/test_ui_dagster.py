@@ -89,6 +89,9 @@ def assert_page_says_passing(browser, instance, key: dg.AssetKey, url: str, time
         assert time.monotonic() < deadline, f"{key.to_user_string()}: the daemon never recorded it fresh ({before})"
         time.sleep(5)
     page = open_page(browser, url, shot, "Freshness policy")
+    # the section's heading shows before its status has loaded (a placeholder bar until then): wait for the status,
+    # a change the page makes once
+    page.get_by_text(LABEL).first.wait_for(timeout=30_000)
     section = page.locator("div").filter(has=page.get_by_text("Freshness policy", exact=True))
     section = section.filter(has=page.get_by_text(LABEL)).last  # the innermost: the header and its status
     shown = section.get_by_text(LABEL).all_text_contents() if section.count() else []
