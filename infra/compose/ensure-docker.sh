@@ -18,7 +18,8 @@ if ! docker info >/dev/null 2>&1; then
     exit 1
   fi
   say "starting dockerd (log /var/log/dockerd.log)"
-  nohup dockerd >/var/log/dockerd.log 2>&1 &
+  # its own session: a build started in a process group of its own (scripts/test.sh) can be stopped without it
+  setsid nohup dockerd >/var/log/dockerd.log 2>&1 &
   for _ in $(seq 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
   docker info >/dev/null 2>&1 || { echo "dockerd did not come up; see /var/log/dockerd.log" >&2; exit 1; }
 fi

@@ -205,6 +205,7 @@ def resolved_since(instance: dg.DagsterInstance, check: dg.AssetCheckKey, storag
     ]
 
 
+@pytest.mark.timeout(900)  # a check run a sensor asks for at most every 180 s under the test settings
 def test_every_streaming_asset_gets_check_results_for_what_it_materialized(settings, stack_instance, pipeline_ran):
     """The sensors ask for runs of the checks of what they materialize, the schedule runs the rest: for each
     streaming asset, every check gets a result for the materialization that was the latest at the start, or a
@@ -219,7 +220,7 @@ def test_every_streaming_asset_gets_check_results_for_what_it_materialized(setti
         key = dg.AssetKey(path)
         latest = latest_storage_id(stack_instance, key)
         since.update({dg.AssetCheckKey(key, c["name"]): latest for c in checks})
-    deadline = time.monotonic() + 420
+    deadline = time.monotonic() + 600
     waiting = dict(since)
     while waiting and time.monotonic() < deadline:
         time.sleep(5)
@@ -229,6 +230,7 @@ def test_every_streaming_asset_gets_check_results_for_what_it_materialized(setti
     )
 
 
+@pytest.mark.timeout(900)  # a check run a sensor asks for at most every 180 s under the test settings
 def test_the_ui_shows_the_asset_sensor_and_the_check_runs_it_asked_for(settings, browser, stack_instance, pipeline_ran):
     """The sensor page names its monitored asset; the Iceberg orders page lists its checks; the conservation check's
     execution history links the run that evaluated a materialization recorded after the test began, a run of the
@@ -256,7 +258,7 @@ def test_the_ui_shows_the_asset_sensor_and_the_check_runs_it_asked_for(settings,
             if stack_instance.get_run_by_id(r.run_id).tags.get(REQUESTED_BY) == FLINK_SENSOR
         ]
 
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + 540
     while not (executions := by_the_sensor()) and time.monotonic() < deadline:
         time.sleep(5)
     assert executions, f"no run that {FLINK_SENSOR} asked for evaluated a materialization newer than {latest}"

@@ -179,8 +179,20 @@ def test_summary_gives_each_phase_its_time_from_running_to_its_last_line(tmp_pat
         "== phase times",
         "  unit              90 s    1.5 min  passed",
         "  service         1800 s   30.0 min  passed",
-        "  all phases      1890 s   31.5 min",
+        "  whole run       1890 s   31.5 min",
     ]
+
+
+def test_the_whole_run_counts_phases_that_overlap_once(tmp_path: Path) -> None:
+    phases(
+        tmp_path,
+        *("unit|running||1010", "unit|passed||1100"),  # 90 s
+        *("junit|running||1010", "junit|passed||1500"),  # 490 s, in the background beside unit and service
+        *("service|running||1100", "service|passed||2900"),  # 1800 s
+    )
+    status, lines = run(test_reports.summary, tmp_path)
+    assert status == 0
+    assert lines[4] == "  whole run       1890 s   31.5 min"  # 1010 to 2900, not 90 + 490 + 1800
 
 
 def test_phases_written_without_times_give_no_phase_times(tmp_path: Path) -> None:
