@@ -156,6 +156,12 @@ class StackSettings:
     # (spark://host:port of a standalone cluster, k8s://..., yarn); on a cluster the jars go to the executors
     spark_master: str = "local[2]"
     spark_executor_memory: str = "1g"
+    # JVM options of the JVMs started for one job and gone within minutes: the Spark driver (in local mode the whole
+    # application) and the Flink CLI, which plans and submits a job. C1 only and the serial collector halve a short
+    # application's CPU (benchmarks/spark_driver_jit.py), most of which is start-up and C2 compilation competing
+    # with the stack for 2 cores. For long, compute-heavy drivers on a cluster: `-XX:TieredStopAtLevel=4 -XX:+UseG1GC`
+    # (the JVM's defaults)
+    job_client_java_options: str = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
     # Dagster runs the stack's daemon runs at once (Spark runs are further limited to one by their pool)
     dagster_max_concurrent_runs: int = 2
 

@@ -74,6 +74,8 @@ def spark_conf(
         f"{cat}.rest.client.socket-timeout-ms": str(int(settings.store_read_timeout_s * 1000)),
         "spark.sql.defaultCatalog": CATALOG_NAME,
     }
+    if settings.job_client_java_options:
+        conf["spark.driver.extraJavaOptions"] = settings.job_client_java_options
     if secrets:
         conf.update(
             secret_conf(

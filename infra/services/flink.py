@@ -76,6 +76,8 @@ class FlinkLayout:
     bind_host: str = ""
     #: the JobManager's address (RPC and REST); empty: ``host`` (JobManager and TaskManager on one machine)
     jobmanager_host: str = ""
+    #: JVM options of the CLI only (``env.java.opts.client``), which plans and submits a job and exits
+    client_java_opts: str = ""
 
     @property
     def checkpoints(self) -> str:
@@ -118,6 +120,7 @@ def stack_layout(settings: StackSettings) -> FlinkLayout:
         python=settings.flink_venv / "bin" / "python",
         lib_jars=tuple(connector_jars(settings)),
         openlineage_file=openlineage_events_file(settings),
+        client_java_opts=settings.job_client_java_options,
     )
 
 
@@ -140,6 +143,7 @@ def flink_config_text(layout: FlinkLayout, java_opts: str) -> str:
     return render_text(
         "flink-config.yaml",
         java_opts=java_opts,
+        client_java_opts=layout.client_java_opts,
         log_dir=layout.log_dir,
         pid_dir=layout.data_dir / "pid",
         host=layout.host,
@@ -331,6 +335,7 @@ def client_config_text(settings: StackSettings, java_opts: str) -> str:
     return render_text(
         "flink-client-config.yaml",
         java_opts=java_opts,
+        client_java_opts=settings.job_client_java_options,
         python=settings.flink_venv / "bin" / "python",
         cluster_python=settings.flink_cluster_python or settings.flink_venv / "bin" / "python",
         openlineage_listener=listener,

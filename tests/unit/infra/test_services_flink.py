@@ -44,6 +44,8 @@ def test_the_stack_config_keeps_its_ports_slots_and_the_openlineage_listener(tmp
     assert config["execution.checkpointing.dir"] == f"file://{tmp_path / 'data' / 'flink' / 'checkpoints'}"
     assert config["state.savepoints.dir"] == f"file://{tmp_path / 'data' / 'flink' / 'savepoints'}"
     assert config["env.java.opts.all"] == JAVA_OPTS
+    # the CLI alone (it plans and submits a job, then exits) gets the short-job options
+    assert config["env.java.opts.client"] == "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 def test_a_cluster_without_the_listener_jar_gets_no_listener_config(tmp_path):

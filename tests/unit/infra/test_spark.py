@@ -47,3 +47,11 @@ def test_the_catalog_client_has_the_stores_connect_and_read_timeouts_in_millisec
     conf = spark.spark_conf(settings, "app")
     assert conf["spark.sql.catalog.lakehouse.rest.client.connection-timeout-ms"] == "2500"
     assert conf["spark.sql.catalog.lakehouse.rest.client.socket-timeout-ms"] == "45000"
+
+
+def test_the_driver_jvm_gets_the_short_job_options_unless_they_are_empty():
+    conf = spark.spark_conf(StackSettings.from_env({"LINEAGE_LAB_JOB_CLIENT_JAVA_OPTIONS": "-XX:+UseSerialGC"}), "app")
+    assert conf["spark.driver.extraJavaOptions"] == "-XX:+UseSerialGC"
+    assert StackSettings().job_client_java_options == "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+    empty = spark.spark_conf(dataclasses.replace(StackSettings(), job_client_java_options=""), "app")
+    assert "spark.driver.extraJavaOptions" not in empty  # the JVM's defaults
