@@ -100,6 +100,14 @@ class FlinkLayout:
         }
 
 
+def client_java_opts_line(opts: str) -> str:
+    """The config line of the CLI's own JVM options (``env.java.opts.client``), or a comment when there are none:
+    Flink's scripts pass an empty value on as an empty argument, which the JVM takes for its main class."""
+    if not opts.strip():
+        return "# the CLI's JVM: the JVM's defaults (no env.java.opts.client)"
+    return f'# the CLI only: it plans and submits a job, then exits\nenv.java.opts.client: "{opts}"'
+
+
 def openlineage_events_file(settings: StackSettings) -> Path:
     return settings.data_dir / "openlineage" / "flink-listener.jsonl"
 
@@ -143,7 +151,7 @@ def flink_config_text(layout: FlinkLayout, java_opts: str) -> str:
     return render_text(
         "flink-config.yaml",
         java_opts=java_opts,
-        client_java_opts=layout.client_java_opts,
+        client_java_opts_line=client_java_opts_line(layout.client_java_opts),
         log_dir=layout.log_dir,
         pid_dir=layout.data_dir / "pid",
         host=layout.host,
@@ -335,7 +343,7 @@ def client_config_text(settings: StackSettings, java_opts: str) -> str:
     return render_text(
         "flink-client-config.yaml",
         java_opts=java_opts,
-        client_java_opts=settings.job_client_java_options,
+        client_java_opts_line=client_java_opts_line(settings.job_client_java_options),
         python=settings.flink_venv / "bin" / "python",
         cluster_python=settings.flink_cluster_python or settings.flink_venv / "bin" / "python",
         openlineage_listener=listener,

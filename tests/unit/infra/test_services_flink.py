@@ -51,6 +51,8 @@ def test_the_stack_config_keeps_its_ports_slots_and_the_openlineage_listener(tmp
 def test_a_cluster_without_the_listener_jar_gets_no_listener_config(tmp_path):
     text = flink_config_text(layout(tmp_path), JAVA_OPTS)
     config = yaml.safe_load(text)
+    # no CLI options: no key at all (Flink's scripts would hand the JVM an empty argument, taken for its main class)
+    assert "env.java.opts.client" not in config
     assert not any(key.startswith(("openlineage.", "execution.job-status-changed")) for key in config)
     assert "no OpenLineage listener" in text
     assert config["rest.port"] == 8095 and config["rest.bind-address"] == "127.0.0.1"
@@ -140,6 +142,7 @@ def test_the_cli_targets_an_external_cluster_with_m_and_a_client_only_config(tmp
     assert client["python.client.executable"] == python
     assert client["python.executable"] == python, "Flink reads it from the job's config, never the cluster's"
     assert client["openlineage.transport.location"].endswith("flink-listener.jsonl"), "the client sends the START"
+    assert client["env.java.opts.client"] == "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC", "the CLI's own JVM"
     assert (tmp_path / "flink-client" / "conf" / "log4j-cli.properties").exists()
 
 
