@@ -147,7 +147,9 @@ def cluster(settings):
 
 
 @pytest.fixture(scope="module")
-def moved(settings, cluster, tmp_path_factory):
+def moved(settings, cluster, tmp_path_factory, pipeline_ran):
+    """Both jobs moved to the second cluster, with orders before, during and after the move. After the main job
+    (``pipeline_ran``): the topics, the tables and the stack's jobs are what the module moves, so it runs alone too."""
     away = dataclasses.replace(settings, external_flink=cluster.rest_url)
     with dg.DagsterInstance.ephemeral() as instance_away:
         move = Move(
