@@ -5,6 +5,7 @@ windows computed here, the job's window records read back, the Iceberg rows of a
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 import random
 import time
@@ -119,8 +120,8 @@ def expected_windows(orders: dict[str, dict]) -> dict[tuple[str, str], tuple[flo
 def stats_in(
     settings, expected: dict, timeout: float = TIMEOUT, to_end: bool = False
 ) -> list[tuple[tuple[str, str], tuple[float, int]]]:
-    """The job's records of the ``expected`` windows: until there are as many, or (``to_end``) every one committed
-    so far, duplicates kept."""
+    """The job's records of the ``expected`` windows, in the order written: until each window's record with its
+    expected count has come, or (``to_end``) every one committed so far, duplicates kept."""
     deserialize = AvroDeserializer(SchemaRegistryClient({"url": settings.schema_registry_url}))
     ctx = SerializationContext("supplier-stats", MessageField.VALUE)
 
@@ -132,17 +133,40 @@ def stats_in(
         assert msg.key() == v["supplier"].encode(), "keyed by supplier"
         return key, (v["total_price"], v["count"])
 
-    done = None if to_end else (lambda found: len(found) >= len(expected))
-    return read_topic(settings, "supplier-stats", want, done, timeout)
+    def complete(found) -> bool:  # the record that completes each window has come (a wrong job times out)
+        last = firings(found)
+        return all(key in last and last[key][-1][1] >= count for key, (_, count) in expected.items())
+
+    return read_topic(settings, "supplier-stats", want, None if to_end else complete, timeout)
+
+
+def firings(found: list) -> dict[tuple[str, str], list[tuple[float, int]]]:
+    """Each window's records in the order the job wrote them."""
+    by_window: dict[tuple[str, str], list[tuple[float, int]]] = {}
+    for key, value in found:
+        by_window.setdefault(key, []).append(value)
+    return by_window
+
+
+def counted(found: list) -> int:
+    """Orders counted in the windows: each window's last firing holds its count."""
+    return sum(records[-1][1] for records in firings(found).values())
 
 
 def assert_windows_equal(found: list, expected: dict) -> None:
-    """One record per expected window, with its count and its sum (to the cent)."""
-    assert len(found) == len(expected), f"{len(found)} records for {len(expected)} windows: one record per window"
-    got = dict(found)
-    assert set(got) == set(expected)
+    """Every expected window, its last record with its count and its sum (to the cent). A window fires when the
+    watermark passes its end and once more for each order that comes within the allowed lateness after that (an
+    order of a partition that was idle when another one's orders moved the clock on), so its counts rise strictly
+    from record to record: the same count twice is a window emitted twice."""
+    by_window = firings(found)
+    assert set(by_window) == set(expected), (
+        f"windows the job wrote: missing {set(expected) - set(by_window)}, unexpected {set(by_window) - set(expected)}"
+    )
+    twice = {k: rs for k, rs in by_window.items() if any(a[1] >= b[1] for a, b in itertools.pairwise(rs))}
+    assert not twice, f"(window, supplier): records without a new order between them, a window emitted twice: {twice}"
+    got = {k: records[-1] for k, records in by_window.items()}
     wrong = {k: (got[k], v) for k, v in expected.items() if got[k][1] != v[1] or abs(got[k][0] - v[0]) > 1e-6}
-    assert not wrong, f"(window, supplier): (job, expected) differ: {wrong}"
+    assert not wrong, f"(window, supplier): (job's last record, expected) differ: {wrong}"
 
 
 def iceberg_rows(resources, prefix: str, want: int) -> dict[str, list[Decimal]]:

@@ -47,6 +47,7 @@ from tests.support.engine_waits import wait_for_checkpoints
 from tests.support.order_stream import (
     Orders,
     assert_windows_equal,
+    counted,
     expected_windows,
     iceberg_rows,
     stats_in,
@@ -110,7 +111,7 @@ def test_windows_and_iceberg_are_exact_and_poison_is_dead_lettered(settings, res
     expected = expected_windows(orders)
     found = stats_in(settings, expected)
     assert_windows_equal(found, expected)
-    assert sum(count for _, (_, count) in found) == 10_000
+    assert counted(found) == 10_000
 
     rows = iceberg_rows(resources, f"ff-{orders_out.token}", 10_000)
     assert set(rows) == set(orders), f"{len(rows)} of 10000 orders in Iceberg"
@@ -197,7 +198,7 @@ def test_implausible_orders_are_dead_lettered_by_both_jobs_with_one_reason_and_t
     expected = expected_windows(orders)
     found = stats_in(settings, expected)
     assert_windows_equal(found, expected)
-    assert sum(count for _, (_, count) in found) == 2000, "orders after the far-future one are still counted"
+    assert counted(found) == 2000, "orders after the far-future one are still counted"
 
     letters = dead_letter_reasons(settings, orders_out.token, len(hostile))
     for kind, (_, _, reason) in hostile.items():
@@ -261,7 +262,7 @@ def test_a_killed_taskmanager_loses_and_duplicates_nothing(settings, resources, 
     wait_for_checkpoints(settings, [supplier_stats_stream_asset.JOB])
     found = stats_in(settings, expected, to_end=True)
     assert_windows_equal(found, expected)
-    assert sum(count for _, (_, count) in found) == 4000
+    assert counted(found) == 4000
     client = FlinkClient(settings)
     assert [client.active(name).state for name in JOBS] == ["RUNNING", "RUNNING"]
 
