@@ -133,11 +133,15 @@ def stats_in(
         assert msg.key() == v["supplier"].encode(), "keyed by supplier"
         return key, (v["total_price"], v["count"])
 
-    def complete(found) -> bool:  # the record that completes each window has come (a wrong job times out)
-        last = firings(found)
-        return all(key in last and last[key][-1][1] >= count for key, (_, count) in expected.items())
+    done = None if to_end else (lambda found: windows_complete(found, expected))
+    return read_topic(settings, "supplier-stats", want, done, timeout)
 
-    return read_topic(settings, "supplier-stats", want, None if to_end else complete, timeout)
+
+def windows_complete(found: list, expected: dict) -> bool:
+    """Whether the record that completes each expected window has come (its count reached): what a read waits for,
+    so a job that never completes one is caught by the read's failure detector."""
+    last = firings(found)
+    return all(key in last and last[key][-1][1] >= count for key, (_, count) in expected.items())
 
 
 def firings(found: list) -> dict[tuple[str, str], list[tuple[float, int]]]:

@@ -26,6 +26,7 @@ from lineage_assets.definitions import build_definitions
 from lineage_assets.lineage.marquez_client import MarquezClient
 from lineage_assets.source.schema_guard import FUNCTION_PREFIX
 from tests.service.lineage_assets.conftest import after_everything_in_orders, read_topic, upstream_columns
+from tests.support.order_stream import assert_windows_equal, counted, expected_windows, windows_complete
 
 defs = build_definitions(StackSettings.from_env())
 
@@ -200,24 +201,17 @@ def test_every_order_is_archived_once_with_its_currency(settings, changed):
 
 def test_the_windows_count_every_order_once(settings, changed):
     supplier, written, _ = changed
-    expected: dict[str, list] = {}
-    for o in written.values():
-        start = o["bid_time"].replace(second=o["bid_time"].second // 5 * 5, microsecond=0)
-        acc = expected.setdefault(start.strftime("%Y-%m-%dT%H:%M:%SZ"), [Decimal(0), 0])
-        acc[0] += o["price"]
-        acc[1] += 1
+    expected = expected_windows({k: {**o, "supplier": supplier} for k, o in written.items()})
     deserialize = AvroDeserializer(SchemaRegistryClient({"url": settings.schema_registry_url}))
     ctx = SerializationContext("supplier-stats", MessageField.VALUE)
 
     def want(msg):
         v = deserialize(msg.value(), ctx)
-        return (v["window_start"], v["total_price"], v["count"]) if v["supplier"] == supplier else None
+        return ((v["window_start"], supplier), (v["total_price"], v["count"])) if v["supplier"] == supplier else None
 
-    found = read_topic(settings, "supplier-stats", want, lambda f: sum(c for *_, c in f) >= len(written), TIMEOUT)
-    windows = collections.Counter(w for w, *_ in found)
-    assert max(windows.values()) == 1, "one record per window"
-    got = {w: (round(total, 2), count) for w, total, count in found}
-    assert got == {w: (float(total), count) for w, (total, count) in expected.items()}
+    found = read_topic(settings, "supplier-stats", want, lambda f: windows_complete(f, expected), TIMEOUT)
+    assert_windows_equal(found, expected)
+    assert counted(found) == len(written)
 
 
 def test_spark_summarises_the_evolved_table(settings, pipeline, changed):

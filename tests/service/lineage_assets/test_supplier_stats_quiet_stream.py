@@ -26,6 +26,7 @@ from lineage_assets.flink import supplier_stats_stream_asset
 from lineage_assets.flink.client import FlinkClient
 from lineage_assets.metadata import asset_key
 from tests.service.lineage_assets.conftest import after_everything_in_orders
+from tests.support.order_stream import assert_windows_equal, counted, expected_windows, windows_complete
 from tests.support.supplier_stats_job import Topic, job_figures
 
 defs = build_definitions(StackSettings.from_env())
@@ -92,18 +93,15 @@ def test_a_quiet_stream_counts_every_order_and_a_late_one_is_dead_lettered(setti
 
     def window_of(msg):
         value = deserialize(msg.value(), stats_ctx)
-        return (value["window_start"], value["count"], value["total_price"]) if value["supplier"] == supplier else None
+        key = (value["window_start"], value["supplier"])
+        return (key, (value["total_price"], value["count"])) if value["supplier"] == supplier else None
 
-    windows = stats.read(window_of, lambda found: sum(c for _, c, _ in found) >= ORDERS, deadline)
-    counted = sum(c for _, c, _ in windows)
-    assert counted == ORDERS, f"{counted} of {ORDERS} orders counted after {DEADLINE} s of silence: {windows}"
-    expected: dict[str, tuple[int, float]] = {}
-    for o in sent:
-        window_start = o["bid_time"].replace(second=o["bid_time"].second // 5 * 5, microsecond=0)
-        count, total = expected.get(window_start.strftime("%Y-%m-%dT%H:%M:%SZ"), (0, 0.0))
-        expected[window_start.strftime("%Y-%m-%dT%H:%M:%SZ")] = (count + 1, round(total + float(o["price"]), 2))
-    assert {w: (c, round(t, 2)) for w, c, t in windows} == expected, "one record per window, exact"
-    assert len(windows) == len(expected)
+    expected = expected_windows({o["order_id"]: o for o in sent})
+    windows = stats.read(window_of, lambda found: windows_complete(found, expected), deadline)
+    assert counted(windows) == ORDERS, (
+        f"{counted(windows)} of {ORDERS} counted after {DEADLINE} s of silence: {windows}"
+    )
+    assert_windows_equal(windows, expected)
 
     # a late order: older than the event-time clock that closed the windows above
     late = order(ORDERS, start - dt.timedelta(seconds=60))
