@@ -273,6 +273,123 @@ def summary_read(table, today: str) -> int | None:
     return None
 
 
+class DirectRecords:
+    """Records straight into `orders`, as another producer than the source connector writes them (Avro through the
+    registry, a hostile record now and then), with each one's place from the producer's delivery reports."""
+
+    def __init__(self, settings, token: str, suppliers: list[str]) -> None:
+        registry = SchemaRegistryClient({"url": settings.schema_registry_url})
+        self.serialize = AvroSerializer(
+            registry,
+            registry.get_latest_version("orders-value").schema.schema_str,
+            conf={"auto.register.schemas": False},
+        )
+        self.ctx = SerializationContext("orders", MessageField.VALUE)
+        self.producer = Producer({"bootstrap.servers": settings.kafka_bootstrap, "linger.ms": 20})
+        self.token, self.suppliers = token, suppliers
+        self.orders: dict[str, dict] = {}  # the valid ones, bid_time as a datetime
+        self.delivered: dict[str, tuple[int, int]] = {}  # key -> (partition, offset), from the delivery reports
+
+    def on_delivery(self, err, msg) -> None:
+        assert err is None, f"a record straight into orders was not delivered: {err}"
+        self.delivered[msg.key().decode()] = (msg.partition(), msg.offset())
+
+    def produce(self, n: int) -> list[str]:
+        """50 records from number ``n`` on: the order ids, and ``junk-<token>-<i>`` for the hostile ones."""
+        ids = []
+        for i in range(n, n + 50):
+            if i % 25 == 7:  # hostile: not an Avro order at all
+                junk_value = f"junk-{self.token}-{i}".encode()
+                self.producer.produce(
+                    "orders", key=f"{self.token}-junk-{i}", value=junk_value, on_delivery=self.on_delivery
+                )
+                ids.append(f"junk-{self.token}-{i}")
+                continue
+            order_id = f"{self.token}-d-{i}"
+            value = {
+                "order_id": order_id,
+                "supplier": self.suppliers[i % 8],
+                "item": "Pen",
+                "price": "3.25",
+                "bid_time": time.time_ns() // 1_000_000,
+                "currency": None,
+            }
+            self.producer.produce(
+                "orders", key=order_id, value=self.serialize(value, self.ctx), on_delivery=self.on_delivery
+            )
+            self.orders[order_id] = {**value, "bid_time": dt.datetime.fromtimestamp(value["bid_time"] / 1000, dt.UTC)}
+            ids.append(order_id)
+        assert self.producer.flush(60) == 0
+        time.sleep(0.1)
+        return ids
+
+
+def wait_until_caught_up(
+    settings, token: str, start: dict[int, int], inserted: list[str], valid: list[str], suppliers: set[str]
+) -> dict[int, int]:
+    """Waits for every inserted order in `orders`, each reader's group committed past the last record of `orders`
+    (returned: partition -> offset after it), every valid order counted in a window or dead-lettered as late, and
+    one more checkpoint of both Flink jobs."""
+    wait_for(
+        "every inserted order in orders",
+        lambda: set(inserted) <= set(read_order_keys(settings, start)),
+        CATCH_UP_S,
+    )
+    _, after_last = order_records(settings, start)
+    for job, group in GROUPS.items():
+        wait_for(f"{job} ({group}) committed past the last record of orders {after_last}",
+                 lambda group=group: not committed_past(settings, group, after_last), CATCH_UP_S)  # fmt: skip
+
+    def counted_or_late() -> int:
+        late = sum(n for (_, reason), n in letters(settings, DEAD_LETTERS["supplier-stats"], token).items()
+                   if reason == "late")  # fmt: skip
+        return counted(windows(settings, suppliers)) + late
+
+    wait_for("every valid order counted in a window or dead-lettered as late",
+             lambda: counted_or_late() >= len(valid), CATCH_UP_S)  # fmt: skip
+    wait_for_checkpoints(settings, ["iceberg-ingestion", "supplier-stats"], count=1)
+    return after_last
+
+
+def wait_for_todays_summary(orders_table, stats_table) -> str:
+    """Waits for a supplier_stats commit of today that read the orders snapshot current now or a later one; today."""
+    holding = orders_table.refresh().current_snapshot()
+    today = dt.datetime.now(dt.UTC).date().isoformat()
+    wait_for(
+        f"a supplier_stats commit of {today} that read orders snapshot {holding.snapshot_id} or a later one",
+        lambda: read_since(orders_table, summary_read(stats_table, today), holding.timestamp_ms),
+        CATCH_UP_S,
+    )
+    return today
+
+
+def aggregated_here(orders_table, order_ids: list[str], today: str) -> dict[tuple[str, int], tuple[int, Decimal]]:
+    """(supplier, hour) -> (count, total) of today's Iceberg rows of ``order_ids``, added up here."""
+    aggregated: dict[tuple[str, int], tuple[int, Decimal]] = {}
+    for r in orders_table.scan(row_filter=In("order_id", order_ids)).to_arrow().to_pylist():
+        if r["bid_time"].date().isoformat() == today:
+            count, total = aggregated.get((r["supplier"], r["bid_time"].hour), (0, Decimal(0)))
+            aggregated[(r["supplier"], r["bid_time"].hour)] = (count + 1, total + Decimal(str(r["price"])))
+    return aggregated
+
+
+def assert_own_writer_named(hop, earlier: set[str], delivered: dict[str, tuple[int, int]]) -> None:
+    """orders-source names exactly one new writer: the test's records straight into `orders`, with the reference,
+    position (each partition's last offset) and rows the producer's delivery reports give."""
+    new = [w for w in hop.other_writers if w.reference not in earlier]
+    assert len(new) == 1 and len(hop.other_writers) == len(earlier) + 1, (
+        f"one new writer on orders-source, the test's own (an earlier writer's batch left open would hold them): "
+        f"{hop.summary()}"
+    )
+    (own,) = new
+    last: dict[int, int] = {}
+    for partition, offset in delivered.values():
+        last[partition] = max(offset, last.get(partition, offset))
+    assert own.reference in {f"records:orders:{p}@{o}" for p, o in delivered.values()}, own.reference
+    assert own.position == ",".join(f"{p}@{o}" for p, o in sorted(last.items())), own.position
+    assert own.rows == len(delivered), own
+
+
 def accept_own_direct_records(stores: Stores, earlier: set[str], delivered: dict[str, tuple[int, int]]) -> None:
     """Accepts on orders-source each newly named writer whose reference is a place the producer's delivery reports
     gave the test's own records straight into `orders`, as the person who produced them would, and nothing else."""
@@ -301,44 +418,8 @@ def test_every_hop_is_exact_after_kills_and_an_object_store_outage_mid_stream(se
         time.sleep(0.2)
         return ids
 
-    registry = SchemaRegistryClient({"url": settings.schema_registry_url})
-    serialize = AvroSerializer(
-        registry, registry.get_latest_version("orders-value").schema.schema_str, conf={"auto.register.schemas": False}
-    )
-    ctx = SerializationContext("orders", MessageField.VALUE)
-    producer = Producer({"bootstrap.servers": settings.kafka_bootstrap, "linger.ms": 20})
-    direct_orders: dict[str, dict] = {}
-    delivered: dict[str, tuple[int, int]] = {}  # key -> (partition, offset) of each record, from delivery reports
-
-    def delivery(err, msg) -> None:
-        assert err is None, f"a record straight into orders was not delivered: {err}"
-        delivered[msg.key().decode()] = (msg.partition(), msg.offset())
-
-    def produce_direct(n: int) -> list[str]:
-        ids = []
-        for i in range(n, n + 50):
-            if i % 25 == 7:  # hostile: not an Avro order at all
-                junk_value = f"junk-{token}-{i}".encode()
-                producer.produce("orders", key=f"{token}-junk-{i}", value=junk_value, on_delivery=delivery)
-                ids.append(f"junk-{token}-{i}")
-                continue
-            order_id = f"{token}-d-{i}"
-            value = {
-                "order_id": order_id,
-                "supplier": suppliers[i % 8],
-                "item": "Pen",
-                "price": "3.25",
-                "bid_time": time.time_ns() // 1_000_000,
-                "currency": None,
-            }
-            producer.produce("orders", key=order_id, value=serialize(value, ctx), on_delivery=delivery)
-            direct_orders[order_id] = {**value, "bid_time": dt.datetime.fromtimestamp(value["bid_time"] / 1000, dt.UTC)}
-            ids.append(order_id)
-        assert producer.flush(60) == 0
-        time.sleep(0.1)
-        return ids
-
-    source, direct = Stream(insert_source), Stream(produce_direct)
+    direct_records = DirectRecords(settings, token, suppliers)
+    source, direct = Stream(insert_source), Stream(direct_records.produce)
     source.start()
     direct.start()
     try:
@@ -365,36 +446,13 @@ def test_every_hop_is_exact_after_kills_and_an_object_store_outage_mid_stream(se
         from_source = source_orders(settings, token)
         assert sorted(from_source) == sorted(inserted), "the source table holds what the test inserted"
         orders = {**{i: {**o, "bid_time": o["bid_time"].replace(tzinfo=dt.UTC)} for i, o in from_source.items()},
-                  **direct_orders}  # fmt: skip
+                  **direct_records.orders}  # fmt: skip
 
         # the waits: each state only moves one way, and the stream is over
-        wait_for(
-            "every inserted order in orders",
-            lambda: set(inserted) <= set(read_order_keys(settings, start_offsets)),
-            CATCH_UP_S,
-        )
-        _, after_last = order_records(settings, start_offsets)
-        for job, group in GROUPS.items():
-            wait_for(f"{job} ({group}) committed past the last record of orders {after_last}",
-                     lambda group=group: not committed_past(settings, group, after_last), CATCH_UP_S)  # fmt: skip
-
-        def counted_or_late() -> int:
-            late = sum(n for (_, reason), n in letters(settings, DEAD_LETTERS["supplier-stats"], token).items()
-                       if reason == "late")  # fmt: skip
-            return counted(windows(settings, set(suppliers))) + late
-
-        wait_for("every valid order counted in a window or dead-lettered as late",
-                 lambda: counted_or_late() >= len(valid), CATCH_UP_S)  # fmt: skip
-        wait_for_checkpoints(settings, ["iceberg-ingestion", "supplier-stats"], count=1)
+        after_last = wait_until_caught_up(settings, token, start_offsets, inserted, valid, set(suppliers))
         orders_table = stores.catalog.load_table("default.orders")
-        holding = orders_table.refresh().current_snapshot()
         stats_table = stores.catalog.load_table("default.supplier_stats")
-        today = dt.datetime.now(dt.UTC).date().isoformat()
-        wait_for(
-            f"a supplier_stats commit of {today} that read orders snapshot {holding.snapshot_id} or a later one",
-            lambda: read_since(orders_table, summary_read(stats_table, today), holding.timestamp_ms),
-            CATCH_UP_S,
-        )
+        today = wait_for_todays_summary(orders_table, stats_table)
 
         # orders-source: each record once in `orders`, nothing else of the test's
         in_topic = Counter(i for i in read_order_keys(settings, start_offsets) if i.startswith(token))
@@ -415,7 +473,9 @@ def test_every_hop_is_exact_after_kills_and_an_object_store_outage_mid_stream(se
         # after the worker was killed; the hop counts it once, by that place)
         dead = connect_letters(settings, token)
         assert sorted(dead) == sorted(junk), "each hostile record in orders-dlq"
-        placed = {value: {("orders", *delivered[f"{token}-junk-{value.rsplit('-', 1)[1]}"])} for value in junk}
+        placed = {
+            value: {("orders", *direct_records.delivered[f"{token}-junk-{value.rsplit('-', 1)[1]}"])} for value in junk
+        }
         assert {value: set(sources) for value, sources in dead.items()} == placed, "a dead letter names another record"
 
         # supplier-stats: the windows of the orders not dead-lettered as late (each window's last record; counts rise
@@ -429,14 +489,7 @@ def test_every_hop_is_exact_after_kills_and_an_object_store_outage_mid_stream(se
         assert_windows_equal(windows(settings, set(suppliers)), expected)
 
         # dagster.supplier_stats: today's rows of the test's suppliers, aggregated here from Iceberg
-        rows = orders_table.scan(row_filter=In("order_id", valid)).to_arrow().to_pylist()
-        aggregated: dict[tuple[str, int], list] = {}
-        for r in rows:
-            if r["bid_time"].date().isoformat() == today:
-                acc = aggregated.setdefault((r["supplier"], r["bid_time"].hour), [0, Decimal(0)])
-                acc[0] += 1
-                acc[1] += Decimal(str(r["price"]))
-        assert summarised(stats_table, today, set(suppliers)) == {k: (n, total) for k, (n, total) in aggregated.items()}
+        assert summarised(stats_table, today, set(suppliers)) == aggregated_here(orders_table, valid, today)
 
         # pending, judged here: every reader committed past the last record of orders, and no record came after it
         behind = {job: committed_past(settings, group, after_last) for job, group in GROUPS.items()}
@@ -455,18 +508,7 @@ def test_every_hop_is_exact_after_kills_and_an_object_store_outage_mid_stream(se
             assert named == named_before, f"{job}: a new other writer named: {after[job].summary()}"
 
         # orders-source: the one new writer is the test's own records, where the delivery reports put them
-        assert len(delivered) == len(produced), "a delivery report for each record produced"
-        new = [w for w in after["orders-source"].other_writers if w.reference not in earlier]
-        assert len(new) == 1 and len(after["orders-source"].other_writers) == len(earlier) + 1, (
-            f"one new writer on orders-source, the test's own (an earlier writer's batch left open would hold them): "
-            f"{after['orders-source'].summary()}"
-        )
-        (own,) = new
-        last = {}
-        for partition, offset in delivered.values():
-            last[partition] = max(offset, last.get(partition, offset))
-        assert own.reference in {f"records:orders:{p}@{o}" for p, o in delivered.values()}, own.reference
-        assert own.position == ",".join(f"{p}@{o}" for p, o in sorted(last.items())), own.position
-        assert own.rows == len(delivered), own
+        assert len(direct_records.delivered) == len(produced), "a delivery report for each record produced"
+        assert_own_writer_named(after["orders-source"], earlier, direct_records.delivered)
     finally:  # a failed judge too leaves orders-source as the next module expects
-        accept_own_direct_records(stores, earlier, delivered)
+        accept_own_direct_records(stores, earlier, direct_records.delivered)
