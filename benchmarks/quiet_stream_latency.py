@@ -17,13 +17,17 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import statistics
+import sys
 import time
 import uuid
+from pathlib import Path
 
 from confluent_kafka import Producer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repo root, for tests.support
 
 from infra.settings import StackSettings
 from lineage_assets.connect.assets import ORDERS_TOPIC
