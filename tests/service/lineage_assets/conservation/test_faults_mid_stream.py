@@ -16,9 +16,13 @@ Iceberg snapshot holding every order. It judges every hop once:
 - pending: nothing; every group committed past the last record of `orders`, and no record came after it.
 Then `reconcile` must agree: every hop known, nothing pending, every difference explained by the other writers it
 names, those of earlier tests unchanged, and on orders-source one new writer: exactly the test's own records straight
-into `orders`, where its producer's delivery reports put them (partition, offset). Only that writer is accepted (in a
-`finally`, so a failed judge does the same), as the person who produced them on purpose would; nothing `reconcile`
-names is accepted on its word, so the next module's checks find orders-source as before this test.
+into `orders`, where its producer's delivery reports put them (partition, offset).
+
+`reconcile` keeps its counts and acceptances in a count store of the module's own (the conservation tests'
+`stores`): the stack's count store, which its checks use, is never touched. There the test first accepts the
+writers orders-source names whose records all lie before its start offsets (other modules' records straight into
+`orders`: a writer's records form one batch until accepted, so its own would join theirs); nothing `reconcile`
+names is accepted on its word.
 
 Debezium runs under Connect's exactly-once source support, so the transaction the worker was writing when killed is
 aborted and its changes written again once; every reader of `orders` reads committed.
@@ -38,7 +42,6 @@ import uuid
 from collections import Counter
 from decimal import Decimal
 
-import dagster as dg
 import psycopg
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
@@ -53,8 +56,7 @@ from infra.services.flink import FlinkTaskManager
 from infra.services.kafka_connect import KafkaConnect
 from infra.services.object_store import ObjectStore
 from lineage_assets.conservation.reconcile import accept, reconcile
-from lineage_assets.conservation.stores import RESOURCE_KEYS, Stores, count_store_path
-from lineage_assets.resources import build_resources
+from lineage_assets.conservation.stores import Stores
 from tests.service.lineage_assets.conftest import read_topic
 from tests.service.lineage_assets.conservation.conftest import group_committed
 from tests.support.engine_waits import wait_for, wait_for_checkpoints
@@ -71,13 +73,6 @@ DEAD_LETTERS = {"orders-s3-sink": "orders-dlq", "iceberg-ingestion": "orders-dlq
 HOPS = {"orders-source", "orders-s3-sink", "supplier-stats", "iceberg-ingestion", "dagster.supplier_stats"}
 #: each wait's failure detector: the stream is over, what is left is catching up after the faults
 CATCH_UP_S = 600
-
-
-@pytest.fixture(scope="module")
-def stores(settings, pipeline):
-    wanted = {k: v for k, v in build_resources(settings).items() if k in RESOURCE_KEYS}
-    with dg.build_resources(wanted) as resources:
-        yield Stores(pipeline, resources, count_store_path(settings))
 
 
 def kill_and_restart(service) -> None:
@@ -390,22 +385,27 @@ def assert_own_writer_named(hop, earlier: set[str], delivered: dict[str, tuple[i
     assert own.rows == len(delivered), own
 
 
-def accept_own_direct_records(stores: Stores, earlier: set[str], delivered: dict[str, tuple[int, int]]) -> None:
-    """Accepts on orders-source each newly named writer whose reference is a place the producer's delivery reports
-    gave the test's own records straight into `orders`, as the person who produced them would, and nothing else."""
-    places = {f"records:orders:{p}@{o}" for p, o in delivered.values()}
+def accept_earlier_batches(stores: Stores, start: dict[int, int]) -> None:
+    """In the test's own count store: accepts each writer orders-source names whose records all lie before the
+    test's start offsets (other modules' records straight into `orders`; the test can tell them by where they are),
+    so that the test's own records open a batch of their own. The stack's count store is never touched."""
     (hop,) = reconcile(stores, jobs=["orders-source"], confirm_after_s=0)
-    own = [w.reference for w in hop.other_writers if w.reference in places and w.reference not in earlier]
-    if own:
-        accept(stores, "orders-source", own, by="test_faults_mid_stream")
+
+    def before_start(position: str) -> bool:
+        return all(int(o) < start.get(int(p), 0) for p, o in (part.split("@") for part in position.split(",")))
+
+    assert all(before_start(w.position) for w in hop.other_writers), f"a writer reaches past the start: {hop.summary()}"
+    if hop.other_writers:
+        accept(stores, "orders-source", [w.reference for w in hop.other_writers], by="test_faults_mid_stream")
 
 
 @pytest.mark.timeout(2400)  # minutes in CI: the default service limit would leave too little room
 def test_every_hop_is_exact_after_kills_and_an_object_store_outage_mid_stream(settings, stores, pipeline_ran):
+    start_offsets = orders_end(settings)
+    accept_earlier_batches(stores, start_offsets)
     before = {b.job: b for b in reconcile(stores, confirm_after_s=0)}
     token = f"cons-{uuid.uuid4().hex[:10]}"
     suppliers = [f"{name}-{token[-6:]}" for name in SUPPLIERS]
-    start_offsets = orders_end(settings)
 
     def insert_source(n: int) -> list[str]:
         ids = [f"{token}-s-{n + i}" for i in range(20)]
@@ -439,76 +439,73 @@ def test_every_hop_is_exact_after_kills_and_an_object_store_outage_mid_stream(se
         inserted = source.finish()
         produced = direct.finish()
     earlier = {w.reference for w in before["orders-source"].other_writers}
-    try:
-        junk = [i for i in produced if i.startswith("junk-")]
-        valid = sorted(set(inserted) | (set(produced) - set(junk)))
-        assert inserted and len(valid) > len(inserted) and junk, "the stream ran, hostile records among it"
-        from_source = source_orders(settings, token)
-        assert sorted(from_source) == sorted(inserted), "the source table holds what the test inserted"
-        orders = {**{i: {**o, "bid_time": o["bid_time"].replace(tzinfo=dt.UTC)} for i, o in from_source.items()},
-                  **direct_records.orders}  # fmt: skip
+    junk = [i for i in produced if i.startswith("junk-")]
+    valid = sorted(set(inserted) | (set(produced) - set(junk)))
+    assert inserted and len(valid) > len(inserted) and junk, "the stream ran, hostile records among it"
+    from_source = source_orders(settings, token)
+    assert sorted(from_source) == sorted(inserted), "the source table holds what the test inserted"
+    orders = {**{i: {**o, "bid_time": o["bid_time"].replace(tzinfo=dt.UTC)} for i, o in from_source.items()},
+              **direct_records.orders}  # fmt: skip
 
-        # the waits: each state only moves one way, and the stream is over
-        after_last = wait_until_caught_up(settings, token, start_offsets, inserted, valid, set(suppliers))
-        orders_table = stores.catalog.load_table("default.orders")
-        stats_table = stores.catalog.load_table("default.supplier_stats")
-        today = wait_for_todays_summary(orders_table, stats_table)
+    # the waits: each state only moves one way, and the stream is over
+    after_last = wait_until_caught_up(settings, token, start_offsets, inserted, valid, set(suppliers))
+    orders_table = stores.catalog.load_table("default.orders")
+    stats_table = stores.catalog.load_table("default.supplier_stats")
+    today = wait_for_todays_summary(orders_table, stats_table)
 
-        # orders-source: each record once in `orders`, nothing else of the test's
-        in_topic = Counter(i for i in read_order_keys(settings, start_offsets) if i.startswith(token))
-        assert set(in_topic) == set(valid) | {f"{token}-junk-{j.rsplit('-', 1)[1]}" for j in junk}
-        assert {i: n for i, n in in_topic.items() if n != 1} == {}, "a record twice in orders"
+    # orders-source: each record once in `orders`, nothing else of the test's
+    in_topic = Counter(i for i in read_order_keys(settings, start_offsets) if i.startswith(token))
+    assert set(in_topic) == set(valid) | {f"{token}-junk-{j.rsplit('-', 1)[1]}" for j in junk}
+    assert {i: n for i, n in in_topic.items() if n != 1} == {}, "a record twice in orders"
 
-        # iceberg-ingestion: each valid order once in Iceberg, each hostile record once in its dead letters
-        in_iceberg = Counter(
-            orders_table.refresh().scan(row_filter=StartsWith("order_id", token)).to_arrow()["order_id"].to_pylist()
-        )
-        assert in_iceberg == Counter(valid), "each valid order once in Iceberg"
-        ingestion_letters = letters(settings, DEAD_LETTERS["iceberg-ingestion"], token)
-        assert sorted(i for i, _ in ingestion_letters) == sorted(junk) and set(ingestion_letters.values()) == {1}
+    # iceberg-ingestion: each valid order once in Iceberg, each hostile record once in its dead letters
+    in_iceberg = Counter(
+        orders_table.refresh().scan(row_filter=StartsWith("order_id", token)).to_arrow()["order_id"].to_pylist()
+    )
+    assert in_iceberg == Counter(valid), "each valid order once in Iceberg"
+    ingestion_letters = letters(settings, DEAD_LETTERS["iceberg-ingestion"], token)
+    assert sorted(i for i, _ in ingestion_letters) == sorted(junk) and set(ingestion_letters.values()) == {1}
 
-        # orders-s3-sink: each valid order once in the archive, each hostile record once in orders-dlq
-        assert archived(settings, stores.s3, start_offsets, token) == Counter(valid), "each valid order once archived"
-        # each hostile record in orders-dlq, every copy naming its own place in orders (a copy is Connect's redelivery
-        # after the worker was killed; the hop counts it once, by that place)
-        dead = connect_letters(settings, token)
-        assert sorted(dead) == sorted(junk), "each hostile record in orders-dlq"
-        placed = {
-            value: {("orders", *direct_records.delivered[f"{token}-junk-{value.rsplit('-', 1)[1]}"])} for value in junk
-        }
-        assert {value: set(sources) for value, sources in dead.items()} == placed, "a dead letter names another record"
+    # orders-s3-sink: each valid order once in the archive, each hostile record once in orders-dlq
+    assert archived(settings, stores.s3, start_offsets, token) == Counter(valid), "each valid order once archived"
+    # each hostile record in orders-dlq, every copy naming its own place in orders (a copy is Connect's redelivery
+    # after the worker was killed; the hop counts it once, by that place)
+    dead = connect_letters(settings, token)
+    assert sorted(dead) == sorted(junk), "each hostile record in orders-dlq"
+    placed = {
+        value: {("orders", *direct_records.delivered[f"{token}-junk-{value.rsplit('-', 1)[1]}"])} for value in junk
+    }
+    assert {value: set(sources) for value, sources in dead.items()} == placed, "a dead letter names another record"
 
-        # supplier-stats: the windows of the orders not dead-lettered as late (each window's last record; counts rise
-        # strictly between its records); the rest dead-lettered
-        stats_letters = letters(settings, DEAD_LETTERS["supplier-stats"], token)
-        assert set(stats_letters.values()) == {1}, f"a record dead-lettered twice: {stats_letters}"
-        late = {i for i, reason in stats_letters if reason == "late"}
-        assert {i for i, reason in stats_letters if reason != "late"} == set(junk)
-        assert late <= set(valid)
-        expected = expected_windows({i: o for i, o in orders.items() if i not in late})
-        assert_windows_equal(windows(settings, set(suppliers)), expected)
+    # supplier-stats: the windows of the orders not dead-lettered as late (each window's last record; counts rise
+    # strictly between its records); the rest dead-lettered
+    stats_letters = letters(settings, DEAD_LETTERS["supplier-stats"], token)
+    assert set(stats_letters.values()) == {1}, f"a record dead-lettered twice: {stats_letters}"
+    late = {i for i, reason in stats_letters if reason == "late"}
+    assert {i for i, reason in stats_letters if reason != "late"} == set(junk)
+    assert late <= set(valid)
+    expected = expected_windows({i: o for i, o in orders.items() if i not in late})
+    assert_windows_equal(windows(settings, set(suppliers)), expected)
 
-        # dagster.supplier_stats: today's rows of the test's suppliers, aggregated here from Iceberg
-        assert summarised(stats_table, today, set(suppliers)) == aggregated_here(orders_table, valid, today)
+    # dagster.supplier_stats: today's rows of the test's suppliers, aggregated here from Iceberg
+    assert summarised(stats_table, today, set(suppliers)) == aggregated_here(orders_table, valid, today)
 
-        # pending, judged here: every reader committed past the last record of orders, and no record came after it
-        behind = {job: committed_past(settings, group, after_last) for job, group in GROUPS.items()}
-        assert behind == {job: {} for job in GROUPS}, f"records still pending: {behind}"
-        assert order_records(settings, start_offsets)[1] == after_last, "a record reached orders after the stream"
+    # pending, judged here: every reader committed past the last record of orders, and no record came after it
+    behind = {job: committed_past(settings, group, after_last) for job, group in GROUPS.items()}
+    assert behind == {job: {} for job in GROUPS}, f"records still pending: {behind}"
+    assert order_records(settings, start_offsets)[1] == after_last, "a record reached orders after the stream"
 
-        # reconcile agrees: nothing pending, every difference the other writers it names, the test's own direct
-        # records named on orders-source, no other writer anywhere else new
-        after = {b.job: b for b in reconcile(stores, confirm_after_s=0)}
-        assert set(after) == HOPS
-        for b in after.values():
-            assert b.known and b.pending == 0, b.summary()
-            assert b.difference == -sum(w.rows for w in b.other_writers), b.summary()
-        for job in HOPS - {"orders-source"}:
-            named, named_before = ({(w.reference, w.rows) for w in hop[job].other_writers} for hop in (after, before))
-            assert named == named_before, f"{job}: a new other writer named: {after[job].summary()}"
+    # reconcile agrees: nothing pending, every difference the other writers it names, the test's own direct
+    # records named on orders-source, no other writer anywhere else new
+    after = {b.job: b for b in reconcile(stores, confirm_after_s=0)}
+    assert set(after) == HOPS
+    for b in after.values():
+        assert b.known and b.pending == 0, b.summary()
+        assert b.difference == -sum(w.rows for w in b.other_writers), b.summary()
+    for job in HOPS - {"orders-source"}:
+        named, named_before = ({(w.reference, w.rows) for w in hop[job].other_writers} for hop in (after, before))
+        assert named == named_before, f"{job}: a new other writer named: {after[job].summary()}"
 
-        # orders-source: the one new writer is the test's own records, where the delivery reports put them
-        assert len(direct_records.delivered) == len(produced), "a delivery report for each record produced"
-        assert_own_writer_named(after["orders-source"], earlier, direct_records.delivered)
-    finally:  # a failed judge too leaves orders-source as the next module expects
-        accept_own_direct_records(stores, earlier, direct_records.delivered)
+    # orders-source: the one new writer is the test's own records, where the delivery reports put them
+    assert len(direct_records.delivered) == len(produced), "a delivery report for each record produced"
+    assert_own_writer_named(after["orders-source"], earlier, direct_records.delivered)
