@@ -125,7 +125,9 @@ class KafkaCounter:
                 "increase its retention.ms"
             )
         wanted = sorted(set(clipped.values()))
-        reached: dict[int, tuple[int, int]] = {}
+        # a target at the mark read from is that mark, taken now: the marks this read adds can push it out of the
+        # store (it keeps the newest and the first), and a later lookup would answer an older, lower mark
+        reached: dict[int, tuple[int, int]] = {t: (start, records) for t in wanted if t <= start}
         if wanted[-1] > start:
             consumer = self._consumer()
             try:
@@ -135,9 +137,6 @@ class KafkaCounter:
             finally:
                 consumer.close()
             self.store.add_marks(topic, partition, sorted(set(reached.values())))
-        for target in wanted:
-            if target not in reached:  # at or below the mark read from: the mark itself, or a mark of its own
-                reached[target] = self.store.mark_below(topic, partition, target) or first
         return [
             (t, PartitionCount(partition, origin, reached[c][0], reached[c][1], uncounted_before=origin))
             for t, c in clipped.items()

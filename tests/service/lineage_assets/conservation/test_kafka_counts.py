@@ -77,3 +77,18 @@ def test_a_broker_that_does_not_answer_is_named(tmp_path):
     dead = KafkaCounter(KafkaConnection(bootstrap="127.0.0.1:1"), CountStore(tmp_path / "c.sqlite"), timeout=2)
     with pytest.raises(StoreUnavailable, match=r"127\.0\.0\.1:1.*(stack up kafka|EXTERNAL_KAFKA)"):
         dead.offsets("orders")
+
+
+def test_a_target_at_the_mark_read_from_keeps_its_count_when_the_read_adds_many_marks(settings, topic, tmp_path):
+    """The fault test's archive once placed an object 43 records too low: its start was the mark the count resumed
+    from, and the 100-odd marks that read added pushed that mark out of the store before it was looked up."""
+    produce(settings, topic, 200)  # offsets 0-199, one record each
+    c = counter(settings, tmp_path)
+    assert c.count(topic, {0: [10]})[(0, 10)].records == 10  # a mark at offset 10
+    targets = list(range(10, 200))  # more targets above the mark than the store keeps marks
+    found = c.count(topic, {0: targets})
+    assert {t: (found[(0, t)].upto, found[(0, t)].records) for t in (10, 11, 199)} == {
+        10: (10, 10),
+        11: (11, 11),
+        199: (199, 199),
+    }
