@@ -85,12 +85,17 @@ def test_only_the_uis_and_apis_are_published_and_only_on_loopback(services):
 
 
 def test_each_run_of_the_main_job_ran_in_a_container_of_its_own(client, instance, services):
+    """Every run that started ran in a container of its own, and no run failed before it could start. The daemon
+    keeps launching runs (sensors, schedules) while this reads, so the runs are read before the containers: a run
+    that had started by then had its container created before it (the run process inside reports the start), and a
+    run still being launched (STARTING, no start time yet) is judged by neither rule."""
     code_server_env = dict(e.split("=", 1) for e in services["dagster-user-code"].attrs["Config"]["Env"])
     image = code_server_env["DAGSTER_CURRENT_IMAGE"]
+    records = instance.get_run_records()
     containers = client.containers.list(all=True, filters={"label": "dagster/run_id"})
     by_run = {c.labels["dagster/run_id"]: c for c in containers}
     assert len(by_run) == len(containers), "two containers carry the same run id"
-    runs = instance.get_runs()
+    runs = [r.dagster_run for r in records]
     for job in MAIN_JOBS:
         done = [r for r in runs if r.job_name == job and r.status == dg.DagsterRunStatus.SUCCESS]
         assert done, f"no successful run of {job} in Dagster's run storage"
@@ -100,9 +105,16 @@ def test_each_run_of_the_main_job_ran_in_a_container_of_its_own(client, instance
         assert container.labels["dagster/job_name"] == job
         assert container.attrs["Config"]["Image"] == image, "not started from the user-code server's image"
         assert container.attrs["State"]["ExitCode"] == 0
-    # every run Dagster launched (sensor runs of supplier_stats included) went through DockerRunLauncher
-    launched = {r.run_id for r in runs if r.status != dg.DagsterRunStatus.QUEUED}
-    assert launched <= set(by_run), f"runs without a container: {sorted(launched - set(by_run))}"
+    # every run Dagster started (sensor runs of supplier_stats included) went through DockerRunLauncher
+    started = {r.dagster_run.run_id for r in records if r.start_time is not None}
+    assert started <= set(by_run), f"runs that started without a container: {sorted(started - set(by_run))}"
+    # a launch that failed (the run failed before its process started) is named with what the launcher said
+    failed_at_launch = {
+        r.dagster_run.run_id: [e.message for e in instance.all_logs(r.dagster_run.run_id) if e.message][-3:]
+        for r in records
+        if r.start_time is None and r.dagster_run.status == dg.DagsterRunStatus.FAILURE
+    }
+    assert not failed_at_launch, f"runs that failed to launch, with their last events: {failed_at_launch}"
 
 
 def test_every_asset_check_passed_in_the_main_job(instance):
