@@ -134,6 +134,9 @@ class StackSettings:
     # seconds a monitoring sensor lets pass between two runs of the checks of what it materialized (while data flows
     # it materializes every tick; what it materializes in between is checked by the next run)
     check_run_interval_s: int = 60
+    # minutes between two scheduled runs of every streaming asset's checks (a stopped job shows up there even when no
+    # sensor materializes anything); a divisor of 60, so that the runs fall evenly in each hour
+    checks_every_minutes: int = 5
     # seconds between two ticks of each sensor (the daemon's pace of observing the engines); a tick reads only what
     # the engines say now, so a shorter interval costs little CPU and shows changes sooner
     sensor_interval_s: int = 30
@@ -219,6 +222,12 @@ class StackSettings:
             raise SettingsError(
                 f"{ENV_PREFIX}SENSOR_INTERVAL_S={self.sensor_interval_s}: the seconds between two sensor ticks must be "
                 "at least 1 (30 by default)"
+            )
+        every = self.checks_every_minutes
+        if every < 1 or 60 % every:
+            raise SettingsError(
+                f"{ENV_PREFIX}CHECKS_EVERY_MINUTES={every}: the minutes between two scheduled check runs must divide "
+                "an hour (1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30 or 60; 5 by default)"
             )
         budget, warn = self.supplier_stats_freshness_s, self.conservation_pending_warn_s
         if not 0 <= budget < warn:

@@ -75,7 +75,10 @@ def build_definitions(settings: StackSettings) -> dg.Definitions:
             *build_main_jobs(pipeline),
             streaming_checks,
         ],
-        schedules=[build_streaming_checks_schedule(streaming_checks), build_finalise_yesterday_schedule(pipeline)],
+        schedules=[
+            build_streaming_checks_schedule(streaming_checks, tunables.checks_every_minutes),
+            build_finalise_yesterday_schedule(pipeline),
+        ],
         sensors=[
             build_connector_sensor(
                 pipeline, fresh_minutes=fresh_minutes, latest_checks=latest_checks, interval_s=interval_s

@@ -36,6 +36,8 @@ class PipelineTunables:
     order_max_past_s: int = StackSettings.order_max_past_s
     #: seconds between two check runs a monitoring sensor asks for
     check_run_interval_s: int = StackSettings.check_run_interval_s
+    #: minutes between two scheduled runs of every streaming asset's checks
+    checks_every_minutes: int = StackSettings.checks_every_minutes
     #: seconds between two ticks of each sensor
     sensor_interval_s: int = StackSettings.sensor_interval_s
     #: seconds a supplier_stats day may lag its newest orders while they flow (the new-orders sensor's budget)
@@ -50,6 +52,7 @@ class PipelineTunables:
             order_max_future_s=settings.order_max_future_s,
             order_max_past_s=settings.order_max_past_s,
             check_run_interval_s=settings.check_run_interval_s,
+            checks_every_minutes=settings.checks_every_minutes,
             sensor_interval_s=settings.sensor_interval_s,
             supplier_stats_freshness_s=settings.supplier_stats_freshness_s,
         )

@@ -249,17 +249,19 @@ def build_streaming_checks_job(pipeline: Pipeline) -> "UnresolvedAssetJobDefinit
         STREAMING_CHECKS_JOB,
         selection=dg.AssetSelection.checks_for_assets(*streaming_assets(pipeline)),
         executor_def=dg.in_process_executor,
-        description="the checks of the streaming assets: every 5 minutes all of them, and after a sensor records a "
+        description="the checks of the streaming assets: all of them on a schedule, and after a sensor records a "
         "materialization those of that asset",
     )
 
 
-def build_streaming_checks_schedule(job: "UnresolvedAssetJobDefinition") -> dg.ScheduleDefinition:
-    """The checks of the assets whose producers run forever, every 5 minutes (a stopped job shows up here)."""
+def build_streaming_checks_schedule(job: "UnresolvedAssetJobDefinition", every_minutes: int) -> dg.ScheduleDefinition:
+    """The checks of the assets whose producers run forever, every ``every_minutes`` (LINEAGE_LAB_CHECKS_EVERY_MINUTES,
+    a divisor of 60: a stopped job shows up here even when no sensor materializes anything)."""
     return dg.ScheduleDefinition(
-        name="streaming_lineage_checks_every_5_minutes",
+        name="streaming_lineage_checks_schedule",
         job=job,
-        cron_schedule="*/5 * * * *",
+        cron_schedule="0 * * * *" if every_minutes == 60 else f"*/{every_minutes} * * * *",
+        description=f"every streaming asset's checks, every {every_minutes} minutes",
         default_status=dg.DefaultScheduleStatus.RUNNING,
     )
 

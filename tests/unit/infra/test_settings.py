@@ -115,3 +115,11 @@ def test_a_streaming_freshness_window_under_two_minutes_is_refused_naming_the_va
     with pytest.raises(SettingsError, match="STREAMING_FRESH_MINUTES=1: a streaming output's freshness window must"):
         StackSettings.from_env({"LINEAGE_LAB_STREAMING_FRESH_MINUTES": "1"})
     assert StackSettings.from_env({"LINEAGE_LAB_STREAMING_FRESH_MINUTES": "2"}).streaming_fresh_minutes == 2
+
+
+def test_checks_every_minutes_must_divide_an_hour_naming_the_variable():
+    for bad in ("0", "7", "90", "-5"):
+        with pytest.raises(SettingsError, match=f"CHECKS_EVERY_MINUTES={bad}: the minutes between two scheduled"):
+            StackSettings.from_env({"LINEAGE_LAB_CHECKS_EVERY_MINUTES": bad})
+    assert StackSettings.from_env({"LINEAGE_LAB_CHECKS_EVERY_MINUTES": "30"}).checks_every_minutes == 30
+    assert StackSettings.from_env({}).checks_every_minutes == 5

@@ -112,7 +112,9 @@ def defs(settings, pipeline) -> dg.Definitions:
     return dg.Definitions(
         assets=[*product.assets, build_supplier_daily_asset(pipeline)],
         asset_checks=build_lineage_checks(pipeline),
-        schedules=[build_streaming_checks_schedule(build_streaming_checks_job(pipeline))],
+        schedules=[
+            build_streaming_checks_schedule(build_streaming_checks_job(pipeline), settings.checks_every_minutes)
+        ],
         resources=product.resources,
     )
 

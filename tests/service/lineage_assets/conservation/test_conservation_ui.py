@@ -3,7 +3,7 @@ description, its result and its figures as metadata, plotted over time (Dagster 
 under its Plots). Screenshot kept in tests/artifacts/.
 
 What the page shows moves while data flows: the Flink job sensor records a materialization of the Iceberg table
-every tick and asks for check runs, and the checks schedule runs every 5 minutes. So both are stopped while the page
+every tick and asks for check runs, and the checks schedule runs every few minutes. So both are stopped while the page
 is read, once no check run is left in flight.
 
 The page shows the execution that evaluated the latest materialization, and "Not evaluated" when there is none: the
@@ -32,7 +32,7 @@ FIGURES = ("in", "out", "dead_letters", "pending", "missing", "duplicates")
 CHECK = dg.AssetCheckKey(dg.AssetKey(["iceberg", "default", "orders"]), "conservation")
 #: what asks for runs of the streaming checks, and their job, written out by hand
 FLINK_SENSOR = "flink_job_sensor"
-CHECKS_SCHEDULE = "streaming_lineage_checks_every_5_minutes"
+CHECKS_SCHEDULE = "streaming_lineage_checks_schedule"
 CHECKS_JOB = "streaming_lineage_checks"
 #: a check run already asked for ends well within this
 CHECK_RUN_END_S = 300
