@@ -107,15 +107,11 @@ fi
 # - a sensor asks for a run of the checks of what it materialized at most every 180 s instead of 60: those runs were
 #   a third of the phase's CPU (83 runs in 49 min at 60 s); what is materialized in between is owed to the next run,
 #   and the two tests that wait for such a run wait for one that evaluated a later materialization, however late
-# - the schedule runs every streaming asset's checks every 10 minutes instead of 5: what the sensors materialize is
-#   checked by the runs they ask for; the schedule only gives a result to what no sensor materializes, which one
-#   test waits for (its failure detector 780 s)
 test_settings=(
   LINEAGE_LAB_STREAMING_FRESH_MINUTES="${LINEAGE_LAB_STREAMING_FRESH_MINUTES:-2}"
   LINEAGE_LAB_SUPPLIER_STATS_FRESHNESS_S="${LINEAGE_LAB_SUPPLIER_STATS_FRESHNESS_S:-30}"
   LINEAGE_LAB_SENSOR_INTERVAL_S="${LINEAGE_LAB_SENSOR_INTERVAL_S:-15}"
   LINEAGE_LAB_CHECK_RUN_INTERVAL_S="${LINEAGE_LAB_CHECK_RUN_INTERVAL_S:-180}"
-  LINEAGE_LAB_CHECKS_EVERY_MINUTES="${LINEAGE_LAB_CHECKS_EVERY_MINUTES:-10}"
 )
 echo "== embedded stack: coming up in the background (log: $reports/stack.log)"
 phase stack running
