@@ -195,6 +195,15 @@ def evaluated(record) -> int | None:
     return target.storage_id if target else None
 
 
+@pytest.fixture(scope="module", autouse=True)  # taken before the module's first test
+def latest_at_start(stack_instance, pipeline_ran) -> dict[dg.AssetKey, int | None]:
+    """Each streaming asset's latest materialization when the module begins (after the main run). The two tests
+    that wait for check runs evaluating a later materialization measure from here: those runs come only every
+    180 s under the test settings, so the module's earlier tests (minutes of Spark runs) already wait for them,
+    instead of each test waiting for a run of its own, one after the other."""
+    return {dg.AssetKey(path): latest_storage_id(stack_instance, dg.AssetKey(path)) for path in STREAMING}
+
+
 def resolved_since(instance: dg.DagsterInstance, check: dg.AssetCheckKey, storage_id: int | None) -> list:
     """The executions of ``check`` with a result that evaluated the materialization ``storage_id`` or a later one,
     or any with a result when the asset has none (once there, they stay: the history only grows)."""
@@ -206,11 +215,11 @@ def resolved_since(instance: dg.DagsterInstance, check: dg.AssetCheckKey, storag
 
 
 @pytest.mark.timeout(900)  # a check run a sensor asks for at most every 180 s under the test settings
-def test_every_streaming_asset_gets_check_results_for_what_it_materialized(settings, stack_instance, pipeline_ran):
+def test_every_streaming_asset_gets_check_results_for_what_it_materialized(settings, stack_instance, latest_at_start):
     """The sensors ask for runs of the checks of what they materialize, the schedule runs the rest: for each
-    streaming asset, every check gets a result for the materialization that was the latest at the start, or a
-    later one (a result at all for an asset never materialized). That only ever becomes true, so it is waited for
-    once (the deadline a failure detector)."""
+    streaming asset, every check gets a result for the materialization that was the latest at the module's start,
+    or a later one (a result at all for an asset never materialized). That only ever becomes true, so it is waited
+    for once (the deadline a failure detector)."""
     since = {}
     for path in STREAMING:
         node = graphql(settings, CHECKS_QUERY, path=path)["assetNodeOrError"]
@@ -218,8 +227,7 @@ def test_every_streaming_asset_gets_check_results_for_what_it_materialized(setti
         checks = node["assetChecksOrError"]["checks"]
         assert checks, f"{path} has no checks"
         key = dg.AssetKey(path)
-        latest = latest_storage_id(stack_instance, key)
-        since.update({dg.AssetCheckKey(key, c["name"]): latest for c in checks})
+        since.update({dg.AssetCheckKey(key, c["name"]): latest_at_start[key] for c in checks})
     deadline = time.monotonic() + 600
     waiting = dict(since)
     while waiting and time.monotonic() < deadline:
@@ -231,9 +239,11 @@ def test_every_streaming_asset_gets_check_results_for_what_it_materialized(setti
 
 
 @pytest.mark.timeout(900)  # a check run a sensor asks for at most every 180 s under the test settings
-def test_the_ui_shows_the_asset_sensor_and_the_check_runs_it_asked_for(settings, browser, stack_instance, pipeline_ran):
+def test_the_ui_shows_the_asset_sensor_and_the_check_runs_it_asked_for(
+    settings, browser, stack_instance, latest_at_start
+):
     """The sensor page names its monitored asset; the Iceberg orders page lists its checks; the conservation check's
-    execution history links the run that evaluated a materialization recorded after the test began, a run of the
+    execution history links a run that evaluated a materialization recorded after the module began, a run of the
     streaming checks job that flink_job_sensor asked for after recording it (the tick itself evaluates nothing).
     That run is waited for in Dagster's records first (it only ever comes into being), then the page is read once.
     Screenshots kept."""
@@ -248,7 +258,7 @@ def test_the_ui_shows_the_asset_sensor_and_the_check_runs_it_asked_for(settings,
     page.close()
 
     conservation = dg.AssetCheckKey(dg.AssetKey(ORDERS), "conservation")
-    latest = latest_storage_id(stack_instance, conservation.asset_key)
+    latest = latest_at_start[conservation.asset_key]
     assert latest is not None, "the main run materialized the Iceberg orders"
 
     def by_the_sensor() -> list:
@@ -262,7 +272,7 @@ def test_the_ui_shows_the_asset_sensor_and_the_check_runs_it_asked_for(settings,
     while not (executions := by_the_sensor()) and time.monotonic() < deadline:
         time.sleep(5)
     assert executions, f"no run that {FLINK_SENSOR} asked for evaluated a materialization newer than {latest}"
-    execution = executions[-1]  # the oldest of them: the newest rows come first on the page, it stays near the top
+    execution = executions[0]  # the newest of them: the newest rows come first on the page
     run = stack_instance.get_run_by_id(execution.run_id)
     assert run.job_name == "streaming_lineage_checks"
 
