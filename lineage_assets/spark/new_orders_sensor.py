@@ -39,7 +39,7 @@ from pyiceberg.exceptions import NoSuchTableError
 from lineage_assets.freshness import PipelineTunables
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.metadata import asset_key
-from lineage_assets.spark.partitions import DAILY
+from lineage_assets.spark.partitions import DAILY, DAY_RUN_EXECUTOR
 from lineage_assets.storage import TICK_READ_TIMEOUT_S, IcebergResource
 
 PARTITION_KEY_PREFIX = "partitions."
@@ -241,6 +241,7 @@ def build_supplier_stats_partition_sensor(
         SUPPLIER_STATS_DAYS_JOB,
         selection=[target_key],
         description=f"One day of {target_key.to_user_string()}: what the new-orders sensor requests.",
+        executor_def=DAY_RUN_EXECUTOR,
     )
 
     @dg.asset_sensor(

@@ -8,11 +8,12 @@ import dagster as dg
 from lineage_assets.freshness import FINALISE_AT
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.metadata import asset_key
+from lineage_assets.spark.partitions import DAY_RUN_EXECUTOR
 
 
 def build_finalise_yesterday_schedule(pipeline: Pipeline) -> dg.ScheduleDefinition:
     target = asset_key(pipeline.dataset("iceberg_supplier_stats"))
-    job = dg.define_asset_job("supplier_stats_finalise_job", selection=[target])
+    job = dg.define_asset_job("supplier_stats_finalise_job", selection=[target], executor_def=DAY_RUN_EXECUTOR)
     hour, minute = FINALISE_AT
 
     @dg.schedule(

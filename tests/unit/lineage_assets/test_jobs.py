@@ -25,3 +25,15 @@ def test_the_main_job_deploys_the_streaming_side_but_not_the_batch_table():
         dg.AssetKey(["kafka", "supplier_stats"]),
         dg.AssetKey(["iceberg", "default", "orders"]),
     }
+
+
+def test_the_daemons_day_runs_of_supplier_stats_run_every_step_in_the_runs_own_process():
+    """The sensor's and the finalise schedule's runs: the Spark step and its checks in one process, not one each."""
+    from lineage_assets.definitions import build_definitions
+
+    defs = build_definitions(StackSettings())
+
+    for name in ("supplier_stats_days_job", "supplier_stats_finalise_job"):
+        job = defs.resolve_job_def(name)
+        assert job.executor_def.name == "in_process", name
+        assert [n.name for n in job.nodes_in_topological_order][0] == "iceberg__default__supplier_stats", name
