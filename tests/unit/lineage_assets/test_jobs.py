@@ -36,4 +36,4 @@ def test_the_daemons_day_runs_of_supplier_stats_run_every_step_in_the_runs_own_p
     for name in ("supplier_stats_days_job", "supplier_stats_finalise_job"):
         job = defs.resolve_job_def(name)
         assert job.executor_def.name == "in_process", name
-        assert [n.name for n in job.nodes_in_topological_order][0] == "iceberg__default__supplier_stats", name
+        assert next(n.name for n in job.nodes_in_topological_order) == "iceberg__default__supplier_stats", name
