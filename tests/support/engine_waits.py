@@ -73,6 +73,31 @@ def ended_ticks(settings: StackSettings, sensor: str, after: float) -> list[dict
     return sorted((t for t in ticks if t["status"] != "STARTED" and t["endTimestamp"]), key=lambda t: t["timestamp"])
 
 
+def wait_for_ticks_to_end(settings: StackSettings, sensor: str, timeout: float = 180.0) -> None:
+    """For a sensor just stopped: until no tick of it that started in the last 5 minutes is still running. A stopped
+    sensor starts no tick, but one that began before the stop still evaluates, and asks for its runs as it ends
+    (``test_conservation_ui`` met such a run of flink_job_sensor 17 s after the stop). Older ticks are left out: a
+    tick the daemon never ended (killed mid-tick) stays STARTED."""
+    after = time.time() - 300
+    deadline = time.monotonic() + timeout
+    while True:
+        response = requests.post(
+            f"http://{settings.host}:{settings.dagster_port}/graphql",
+            json={"query": TICKS_QUERY, "variables": {"name": sensor, "after": after}},
+            timeout=60,
+        )
+        response.raise_for_status()
+        found = response.json()["data"]["sensorOrError"]
+        assert found["__typename"] == "Sensor", found
+        running = [t for t in found["sensorState"]["ticks"] if t["status"] == "STARTED"]
+        if not running:
+            return
+        assert time.monotonic() < deadline, (
+            f"{sensor}: a tick started at {running[0]['timestamp']:.0f} is still running"
+        )
+        time.sleep(1)
+
+
 RECENT_TICKS_QUERY = """
 query ($name: String!) {
   sensorOrError(sensorSelector: {repositoryLocationName: "lineage_assets", repositoryName: "__repository__",

@@ -23,6 +23,7 @@ import dagster as dg
 import pytest
 from dagster._core.storage.dagster_run import NOT_FINISHED_STATUSES
 
+from tests.support.engine_waits import wait_for_ticks_to_end
 from tests.support.stack_dagster import stack_dagster
 from tests.support.ui_pages import ARTIFACTS, open_page
 
@@ -40,9 +41,11 @@ CHECK_RUN_END_S = 300
 
 @contextmanager
 def checks_held(settings) -> Iterator[None]:
-    """The Flink job sensor and the checks schedule off inside the block, on again after it."""
+    """The Flink job sensor and the checks schedule off inside the block, on again after it; the sensor's tick in
+    flight at the stop has ended before the block begins (it would still ask for a check run)."""
     stack_dagster(settings, "sensor", "stop", FLINK_SENSOR)
     try:
+        wait_for_ticks_to_end(settings, FLINK_SENSOR)
         stack_dagster(settings, "schedule", "stop", CHECKS_SCHEDULE)
         try:
             yield
