@@ -59,8 +59,8 @@ def wait_for_checkpoints(settings: StackSettings, names: list[str], count: int =
     assert not behind, f"checkpoints not completed within {timeout:.0f} s (job: checkpoint id waited for): {behind}"
 
 
-def ended_ticks(settings: StackSettings, sensor: str, after: float) -> list[dict]:
-    """The ticks of ``sensor`` that started after ``after`` (Unix time) and have ended, oldest first."""
+def ticks_since(settings: StackSettings, sensor: str, after: float) -> list[dict]:
+    """The ticks of ``sensor`` that started after ``after`` (Unix time), as Dagster's GraphQL lists them."""
     response = requests.post(
         f"http://{settings.host}:{settings.dagster_port}/graphql",
         json={"query": TICKS_QUERY, "variables": {"name": sensor, "after": after}},
@@ -69,7 +69,12 @@ def ended_ticks(settings: StackSettings, sensor: str, after: float) -> list[dict
     response.raise_for_status()
     found = response.json()["data"]["sensorOrError"]
     assert found["__typename"] == "Sensor", found
-    ticks = found["sensorState"]["ticks"]
+    return found["sensorState"]["ticks"]
+
+
+def ended_ticks(settings: StackSettings, sensor: str, after: float) -> list[dict]:
+    """The ticks of ``sensor`` that started after ``after`` (Unix time) and have ended, oldest first."""
+    ticks = ticks_since(settings, sensor, after)
     return sorted((t for t in ticks if t["status"] != "STARTED" and t["endTimestamp"]), key=lambda t: t["timestamp"])
 
 
@@ -81,15 +86,7 @@ def wait_for_ticks_to_end(settings: StackSettings, sensor: str, timeout: float =
     after = time.time() - 300
     deadline = time.monotonic() + timeout
     while True:
-        response = requests.post(
-            f"http://{settings.host}:{settings.dagster_port}/graphql",
-            json={"query": TICKS_QUERY, "variables": {"name": sensor, "after": after}},
-            timeout=60,
-        )
-        response.raise_for_status()
-        found = response.json()["data"]["sensorOrError"]
-        assert found["__typename"] == "Sensor", found
-        running = [t for t in found["sensorState"]["ticks"] if t["status"] == "STARTED"]
+        running = [t for t in ticks_since(settings, sensor, after) if t["status"] == "STARTED"]
         if not running:
             return
         assert time.monotonic() < deadline, (
