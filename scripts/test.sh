@@ -189,8 +189,13 @@ export LINEAGE_LAB_COMPOSE_DAGSTER_PORT=13000 LINEAGE_LAB_COMPOSE_MARQUEZ_WEB_PO
   LINEAGE_LAB_COMPOSE_MARQUEZ_PORT=15000 LINEAGE_LAB_COMPOSE_FLINK_PORT=18081
 
 export "${test_settings[@]}"
-# service_failed: what the stack looked like when a service test failed, then the run fails
-service_failed() {
+# the service tests only: the unit tests ran above, and no test runs twice; the 25 slowest are listed at the end
+echo "== service tests"
+phase service running
+# the phase is CPU-bound on 2 cores: a sampler records which service's processes (or the tests') spent it
+.venv/bin/python scripts/cpu_account.py sample "$reports/cpu-samples.jsonl" &
+sampler_pid=$!
+if ! .venv/bin/pytest -q --strict-markers --durations=25 --junitxml="$reports/service.xml" -m "service" tests; then
   .venv/bin/lineage-lab stack status || true
   echo "service logs: .venv/bin/lineage-lab stack logs SERVICE" >&2
   # the sensors drive most of what the service tests wait for: their failed ticks, when there were any
@@ -200,51 +205,7 @@ service_failed() {
       | sort | uniq -c | sort -rn | head -8 | cut -c1-300 >&2 || true
   fi
   exit 1
-}
-# Two groups of service modules run side by side, after the others, as two pytest processes at once: each mostly
-# waits (the freshness test waits out its 2-minute window, 183 s at 28 % of the machine busy; the batch modules wait
-# on Spark), and neither touches what the other reads. The freshness test cancels and redeploys only the
-# supplier-stats Flink job and reads the daemon's freshness records of its output; the batch modules write Iceberg
-# orders of days in 2024-2025 with pyiceberg, with the new-orders sensor stopped, and run Spark into supplier_stats.
-# Every module sets up what it needs (docs/testing.md); the main pytest leaves these files out, so none runs twice.
-side_freshness=(tests/service/lineage_assets/test_freshness.py)
-side_batch=(
-  tests/service/lineage_assets/test_supplier_stats.py
-  tests/service/lineage_assets/test_supplier_stats_backfill.py
-  tests/service/lineage_assets/test_supplier_stats_cluster.py
-  tests/service/lineage_assets/test_supplier_stats_incremental.py
-)
-for f in "${side_freshness[@]}" "${side_batch[@]}"; do
-  [[ -f $f ]] || { echo "scripts/test.sh names a side-by-side service module that does not exist: $f" >&2; exit 1; }
-done
-# side NAME FILE...: one side-by-side group, its output in $reports/service-NAME.log (shown once both ended)
-side() {
-  local name=$1
-  shift
-  .venv/bin/pytest -q --strict-markers --durations=10 --junitxml="$reports/service-$name.xml" -m service "$@" \
-    >"$reports/service-$name.log" 2>&1
-}
-# the service tests only: the unit tests ran above, and no test runs twice; the 25 slowest are listed at the end
-echo "== service tests"
-phase service running
-# the phase is CPU-bound on 2 cores: a sampler records which service's processes (or the tests') spent it
-.venv/bin/python scripts/cpu_account.py sample "$reports/cpu-samples.jsonl" &
-sampler_pid=$!
-ignored=()
-for f in "${side_freshness[@]}" "${side_batch[@]}"; do ignored+=(--ignore="$f"); done
-.venv/bin/pytest -q --strict-markers --durations=25 --junitxml="$reports/service.xml" -m "service" "${ignored[@]}" \
-  tests || service_failed
-echo "== service tests side by side: ${side_freshness[*]##*/} | ${side_batch[*]##*/}"
-side freshness "${side_freshness[@]}" &
-freshness_pid=$!
-batch_status=0 freshness_status=0
-side batch "${side_batch[@]}" || batch_status=$?
-wait "$freshness_pid" || freshness_status=$?
-for name in freshness batch; do
-  echo "-- $name ($reports/service-$name.log)"
-  cat "$reports/service-$name.log"
-done
-((freshness_status == 0 && batch_status == 0)) || service_failed
+fi
 phase service passed
 cpu_report
 echo "== after the suite: what it left in the stack"
