@@ -36,7 +36,9 @@ from lineage_assets.main_job import BATCH_SENSOR
 from lineage_assets.metadata import asset_key
 from lineage_assets.resources import build_resources
 from lineage_assets.spark.new_orders_sensor import SUPPLIER_STATS_DAYS_JOB, owed_days
-from tests.support.engine_waits import recent_ticks, wait_for_delivery
+from tests.support.engine_waits import recent_ticks, wait_for, wait_for_delivery
+from tests.support.outside_flink import running_jid
+from tests.support.pipeline_jobs import JOBS, deploy, missing
 
 #: the columns of Iceberg orders as Arrow, for tests that write orders into the table directly with pyiceberg
 ORDERS_ARROW = pa.schema(
@@ -106,6 +108,24 @@ def pipeline_ran(settings) -> str:
     )
     assert ran.returncode == 0, ran.stdout
     return ran.stdout
+
+
+@pytest.fixture(scope="module")
+def flink_jobs_run(settings, pipeline_ran, request) -> dict[str, str]:
+    """Both Flink jobs of the pipeline run on the stack's cluster when the module starts: job name -> Flink job id.
+    An earlier module may have left one cancelled on purpose (test_flink_pipeline, test_iceberg_ingestion, ...), so a
+    missing job is deployed here through the stack's own Dagster instance and resources, from its newest savepoint
+    or retained checkpoint: the stack's sensors track it as the main job's, and the module runs in any order."""
+    if missing(settings):
+        from lineage_assets.definitions import build_definitions
+
+        with stack_dagster_instance(settings) as instance:
+            step = f"{request.module.__name__.rsplit('.', 1)[-1]} needs the Flink jobs"
+            deploy(settings, build_definitions(settings).resources, instance, {}, step)
+    return {
+        name: wait_for(f"{name} RUNNING on the stack's cluster", lambda name=name: running_jid(settings, name))
+        for name in JOBS
+    }
 
 
 def wait_until_quiet(read: Callable[[], object], what: str, quiet: float = 15.0, timeout: float = 180.0) -> None:

@@ -89,7 +89,7 @@ def days_of(summary: dict[str, str]) -> set[str]:
 
 
 @pytest.mark.timeout(1200)  # minutes in CI: the default service limit would leave too little room
-def test_a_snapshot_that_touches_two_days_gives_one_run_per_day_once(settings, stack_instance, pipeline_ran):
+def test_a_snapshot_that_touches_two_days_gives_one_run_per_day_once(settings, stack_instance, flink_jobs_run):
     """Orders of yesterday and today through the real path; the stack's daemon (flink_job_sensor reporting the
     snapshot, then the asset sensor) launches one supplier_stats run per day the new snapshots changed, once. After
     the main run: the pipeline is deployed through the stack's instance and the sensor has its cursor."""
@@ -196,7 +196,7 @@ def evaluated(record) -> int | None:
 
 
 @pytest.fixture(scope="module", autouse=True)  # taken before the module's first test
-def latest_at_start(stack_instance, pipeline_ran) -> dict[dg.AssetKey, int | None]:
+def latest_at_start(stack_instance, flink_jobs_run) -> dict[dg.AssetKey, int | None]:
     """Each streaming asset's latest materialization when the module begins (after the main run). The two tests
     that wait for check runs evaluating a later materialization measure from here: those runs come only every
     180 s under the test settings, so the module's earlier tests (minutes of Spark runs) already wait for them,

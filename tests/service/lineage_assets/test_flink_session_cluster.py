@@ -25,7 +25,6 @@ from infra.settings import StackSettings
 from lineage_assets.flink import iceberg_ingestion_asset, supplier_stats_stream_asset
 from lineage_assets.flink.client import FlinkClient
 from lineage_assets.flink.sensor import build_flink_job_sensor
-from lineage_assets.freshness import PipelineTunables
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.resources import build_resources
 from tests.service.lineage_assets.conftest import (
@@ -42,39 +41,10 @@ from tests.support.order_stream import (
     iceberg_rows,
     stats_in,
 )
+from tests.support.pipeline_jobs import JOBS, deploy, job_ids
 
 REST_PORT, RPC_PORT = 8095, 6133
-JOBS = (iceberg_ingestion_asset.JOB, supplier_stats_stream_asset.JOB)
-OPS = {
-    iceberg_ingestion_asset.JOB: "iceberg__default__orders",
-    supplier_stats_stream_asset.JOB: "kafka__supplier_stats",
-}
 STEP_MS = 20  # 250 orders per 5 s window
-
-
-def deploy(settings, resources, instance, restore: dict[str, str]) -> dict[str, dict]:
-    """Materialize both deploy assets built for ``settings`` (the cluster they target), each job started from its
-    savepoint in ``restore`` when it does not run there; job name -> the materialization's metadata."""
-    pipeline = Pipeline.from_settings(settings)
-    assets = [
-        iceberg_ingestion_asset.build_iceberg_ingestion_asset(pipeline, PipelineTunables.from_settings(settings)),
-        supplier_stats_stream_asset.build_supplier_stats_stream_asset(
-            pipeline, PipelineTunables.from_settings(settings)
-        ),
-    ]
-    config = {OPS[name]: {"config": {"restore_from": restore.get(name, "")}} for name in JOBS}
-    result = dg.materialize(
-        assets,
-        resources=resources,
-        instance=instance,
-        run_config={"ops": config},
-        tags={"lineage-lab/step": f"test_flink_session_cluster deploy to {settings.flink_rest_url}"},
-    )
-    return {name: result.asset_materializations_for_node(OPS[name])[0].metadata for name in JOBS}
-
-
-def job_ids(deployed: dict[str, dict]) -> dict[str, str]:
-    return {name: meta["flink_job_id"].value for name, meta in deployed.items()}
 
 
 def stop_all(client: FlinkClient) -> dict[str, str]:
@@ -132,7 +102,13 @@ def move_back(move: Move) -> dict[str, str]:
         # a job that never started on the second cluster resumes from the savepoint it left the stack's with
         with stack_dagster_instance(move.home) as instance:
             jids = job_ids(
-                deploy(move.home, build_definitions(move.home).resources, instance, {**move.to_away, **move.to_home})
+                deploy(
+                    move.home,
+                    build_definitions(move.home).resources,
+                    instance,
+                    {**move.to_away, **move.to_home},
+                    f"test_flink_session_cluster deploy to {move.home.flink_rest_url}",
+                )
             )
     move.back = True
     return jids
@@ -169,7 +145,7 @@ def moved(settings, cluster, tmp_path_factory, pipeline_ran):
                 from lineage_assets.definitions import build_definitions
 
                 with stack_dagster_instance(settings) as instance:
-                    deploy(settings, build_definitions(settings).resources, instance, {})
+                    deploy(settings, build_definitions(settings).resources, instance, {}, "test_flink_session_cluster")
             move.producer = Orders(settings)
             move.start = after_everything_in_orders(settings)
             rng = random.Random(15)
@@ -182,7 +158,8 @@ def moved(settings, cluster, tmp_path_factory, pipeline_ran):
             # orders while no job runs anywhere
             move.orders |= move.producer.produce(500, move.start + dt.timedelta(seconds=10), STEP_MS, rng)
             assert move.producer.producer.flush(60) == 0
-            move.deployed = deploy(away, move.resources_away, instance_away, move.to_away)
+            step = f"test_flink_session_cluster deploy to {away.flink_rest_url}"
+            move.deployed = deploy(away, move.resources_away, instance_away, move.to_away, step)
             # orders once they run on the second cluster
             move.orders |= move.producer.produce(500, move.start + dt.timedelta(seconds=20), STEP_MS, rng)
             move.producer.flush_windows(move.start + dt.timedelta(seconds=60))

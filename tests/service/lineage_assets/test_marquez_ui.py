@@ -38,7 +38,7 @@ def wait_for_jobs(settings, names: set[str], timeout: float = 60) -> None:
         pytest.fail(f"Marquez has no jobs {sorted(missing)}: run the main pipeline first: lineage-lab pipeline run")
 
 
-def test_orders_lineage_page_draws_the_pipeline(settings, browser):
+def test_orders_lineage_page_draws_the_pipeline(settings, browser, flink_jobs_run):
     pipeline = Pipeline.from_settings(settings)
     jobs = {name for name in pipeline.jobs if name != DAGSTER_JOB}  # the Dagster run job has no datasets to draw
     tables = [pipeline.dataset(k).name for k in ("iceberg_orders", "iceberg_supplier_stats")]

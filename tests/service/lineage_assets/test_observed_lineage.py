@@ -120,7 +120,7 @@ def with_sink_topic(args: list[str], topic: str) -> list[str]:
 
 
 def test_supplier_stats_restarted_with_another_sink_topic_shows_in_marquez_the_check_and_verify(
-    settings, pipeline_ran, kafka_ns
+    settings, flink_jobs_run, kafka_ns
 ):
     shadow, declared = f"{kafka_ns}/supplier-stats-shadow", f"{kafka_ns}/supplier-stats"
     dead_letters = f"{kafka_ns}/orders-dlq-supplier-stats"
@@ -130,7 +130,7 @@ def test_supplier_stats_restarted_with_another_sink_topic_shows_in_marquez_the_c
         lambda: writes(settings) == {declared, dead_letters},
     )
     original = running_jid(settings, "supplier-stats")
-    assert original, "the main job deploys supplier-stats"
+    assert original, "supplier-stats runs (flink_jobs_run), or the test before put it back"
     args = job_args(settings, original)
     # the checkpoint the original job resumes from afterwards: what the shadow job writes is written again
     # into supplier-stats then, so the hop still balances
@@ -163,7 +163,7 @@ def test_supplier_stats_restarted_with_another_sink_topic_shows_in_marquez_the_c
     assert engine_check(settings, "kafka_supplier_stats").passed
 
 
-def test_a_connector_reading_a_second_topic_shows_in_marquez_and_the_check(settings, pipeline_ran, kafka_ns):
+def test_a_connector_reading_a_second_topic_shows_in_marquez_and_the_check(settings, flink_jobs_run, kafka_ns):
     connect = settings.connect_url
     ensure_topic(settings, "orders-audit")
     config = requests.get(f"{connect}/connectors/orders-s3-sink/config", timeout=10).json()
@@ -262,7 +262,7 @@ def submit_script(settings, stopped: str, script: str, args: list[str], savepoin
     return result.stdout.split("Job has been submitted with JobID ", 1)[1].split()[0]
 
 
-def test_the_column_lineage_in_marquez_follows_a_changed_plan(settings, pipeline_ran, kafka_ns, tmp_path):
+def test_the_column_lineage_in_marquez_follows_a_changed_plan(settings, flink_jobs_run, kafka_ns, tmp_path):
     from pyiceberg.exceptions import NoSuchTableError
 
     catalog = build_resources(settings)["iceberg"].catalog()
@@ -272,7 +272,7 @@ def test_the_column_lineage_in_marquez_follows_a_changed_plan(settings, pipeline
     catalog.create_table(COPY_TABLE, schema=orders.schema())
     ensure_topic(settings, "orders-dlq-flink-copy")
     original = running_jid(settings, "iceberg-ingestion")
-    assert original, "the main job deploys iceberg-ingestion"
+    assert original, "iceberg-ingestion runs (flink_jobs_run), or the test before put it back"
     args = job_args(settings, original)
     trigger = flink(settings, "POST", f"/jobs/{original}/stop", json={"drain": False})["request-id"]
 

@@ -45,7 +45,7 @@ def has_currency(source_db) -> bool:
 
 
 @pytest.fixture(scope="module")
-def source_db(pipeline_ran):
+def source_db(flink_jobs_run):
     """The running pipeline's source table as it was before the change (an earlier run of this test on the same
     stack added the column: it is dropped, past the guard, so the change happens again)."""
     db = defs.resources["source_db"]

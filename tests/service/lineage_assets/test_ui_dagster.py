@@ -28,7 +28,7 @@ pytestmark = pytest.mark.service
 FRESHNESS_KEYS = ("iceberg_orders", "kafka_supplier_stats", "archive_orders", "iceberg_supplier_stats")
 
 
-def test_asset_pages_show_the_freshness_the_daemon_evaluated(settings, browser, stack_instance, pipeline_ran):
+def test_asset_pages_show_the_freshness_the_daemon_evaluated(settings, browser, stack_instance, flink_jobs_run):
     pipeline = Pipeline.from_settings(settings)
     base = f"http://{settings.host}:{settings.dagster_port}"
     for group in ("streaming", "batch"):
