@@ -18,9 +18,9 @@ from lineage_assets.resources import build_resources
 
 
 @pytest.fixture(scope="module", autouse=True)
-def pipeline_has_data(pipeline_ran) -> None:
+def pipeline_has_data(flink_jobs_run) -> None:
     """Every hop has records, objects, windows and a summarised day to reconcile: the main job ran once (on a
-    fresh stack, these tests are the first to need it)."""
+    fresh stack, these tests are the first to need it), and both Flink jobs run (whatever a module before left)."""
 
 
 @pytest.fixture(scope="module")
@@ -74,6 +74,43 @@ def group_committed(settings, topic: str, group: str) -> dict[int, int]:
     finally:
         member.close()
     return {tp.partition: max(tp.offset, 0) for tp in found}
+
+
+def order_records(settings, start: dict[int, int]) -> tuple[list[str], dict[int, int]]:
+    """The keys (order ids) of the committed records of `orders` from ``start`` to its end, and per partition the
+    offset after its last record (a consumer of the test's own: read committed, as every reader of the pipeline).
+    The end offset can lie past that: a transaction's commit marker takes an offset, and no reader commits past it."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": settings.kafka_bootstrap,
+            "group.id": f"judge-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "isolation.level": "read_committed",
+        }
+    )
+    keys, after_last, open_partitions = [], {}, set(start)
+    try:
+        consumer.assign([TopicPartition("orders", p, o) for p, o in start.items()])
+        while open_partitions:
+            msg = consumer.poll(10)
+            assert msg is not None, "orders did not answer"
+            if msg.error() is not None:
+                assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
+                open_partitions.discard(msg.partition())
+                continue
+            after_last[msg.partition()] = msg.offset() + 1
+            if msg.key() is not None:
+                keys.append(msg.key().decode())
+    finally:
+        consumer.close()
+    return keys, after_last
+
+
+def committed_past(settings, group: str, after_last: dict[int, int]) -> dict[int, tuple[int, int]]:
+    """The partitions where ``group`` has not committed past the last record: partition -> (committed, wanted)."""
+    committed = group_committed(settings, "orders", group)
+    return {p: (committed.get(p, 0), o) for p, o in after_last.items() if committed.get(p, 0) < o}
 
 
 def judge_orders_source(stores: Stores) -> tuple[int, int, int]:

@@ -14,15 +14,13 @@ judged against it once."""
 
 from __future__ import annotations
 
-import time
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import dagster as dg
 import pytest
-from dagster._core.storage.dagster_run import NOT_FINISHED_STATUSES
 
+from tests.support.check_runs import run_the_checks_job, wait_for_check_runs_to_end
 from tests.support.engine_waits import wait_for_ticks_to_end
 from tests.support.stack_dagster import stack_dagster
 from tests.support.ui_pages import ARTIFACTS, open_page
@@ -34,9 +32,6 @@ CHECK = dg.AssetCheckKey(dg.AssetKey(["iceberg", "default", "orders"]), "conserv
 #: what asks for runs of the streaming checks, and their job, written out by hand
 FLINK_SENSOR = "flink_job_sensor"
 CHECKS_SCHEDULE = "streaming_lineage_checks_schedule"
-CHECKS_JOB = "streaming_lineage_checks"
-#: a check run already asked for ends well within this
-CHECK_RUN_END_S = 300
 
 
 @contextmanager
@@ -53,28 +48,6 @@ def checks_held(settings) -> Iterator[None]:
             stack_dagster(settings, "schedule", "start", CHECKS_SCHEDULE)
     finally:
         stack_dagster(settings, "sensor", "start", FLINK_SENSOR)
-
-
-def wait_for_check_runs_to_end(instance: dg.DagsterInstance) -> None:
-    """Until no run of the streaming checks job is queued or running (the deadline is a failure detector)."""
-    deadline = time.monotonic() + CHECK_RUN_END_S
-    while unfinished := instance.get_runs(
-        filters=dg.RunsFilter(job_name=CHECKS_JOB, statuses=list(NOT_FINISHED_STATUSES)), limit=10
-    ):
-        assert time.monotonic() < deadline, f"check runs {[r.run_id for r in unfinished]} still in flight"
-        time.sleep(2)
-
-
-def run_the_checks_job(settings, instance: dg.DagsterInstance) -> str:
-    """Launches the checks job through the stack's daemon, as its schedule does, and waits for the run to end."""
-    run_id = str(uuid.uuid4())
-    stack_dagster(settings, "job", "launch", "-j", CHECKS_JOB, "--run-id", run_id)
-    deadline = time.monotonic() + CHECK_RUN_END_S
-    while not (run := instance.get_run_by_id(run_id)) or not run.is_finished:
-        assert time.monotonic() < deadline, f"the check run {run_id} did not end within {CHECK_RUN_END_S} s"
-        time.sleep(2)
-    assert run.status == dg.DagsterRunStatus.SUCCESS, f"the check run {run_id} ended {run.status.value}"
-    return run_id
 
 
 def latest_execution(instance: dg.DagsterInstance):

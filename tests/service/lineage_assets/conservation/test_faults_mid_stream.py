@@ -44,7 +44,7 @@ from decimal import Decimal
 
 import psycopg
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
@@ -58,7 +58,7 @@ from infra.services.object_store import ObjectStore
 from lineage_assets.conservation.reconcile import accept, reconcile
 from lineage_assets.conservation.stores import Stores
 from tests.service.lineage_assets.conftest import read_topic
-from tests.service.lineage_assets.conservation.conftest import group_committed
+from tests.service.lineage_assets.conservation.conftest import committed_past, order_records
 from tests.support.engine_waits import wait_for, wait_for_checkpoints
 from tests.support.order_stream import assert_windows_equal, counted, expected_windows
 
@@ -103,45 +103,8 @@ def orders_end(settings) -> dict[int, int]:
         consumer.close()
 
 
-def order_records(settings, start: dict[int, int]) -> tuple[list[str], dict[int, int]]:
-    """The keys (order ids) of the committed records of `orders` from ``start`` to its end, and per partition the
-    offset after its last record (a consumer of the test's own: read committed, as every reader of the pipeline).
-    The end offset can lie past that: a transaction's commit marker takes an offset, and no reader commits past it."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": settings.kafka_bootstrap,
-            "group.id": f"judge-{uuid.uuid4().hex[:8]}",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "isolation.level": "read_committed",
-        }
-    )
-    keys, after_last, open_partitions = [], {}, set(start)
-    try:
-        consumer.assign([TopicPartition("orders", p, o) for p, o in start.items()])
-        while open_partitions:
-            msg = consumer.poll(10)
-            assert msg is not None, "orders did not answer"
-            if msg.error() is not None:
-                assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
-                open_partitions.discard(msg.partition())
-                continue
-            after_last[msg.partition()] = msg.offset() + 1
-            if msg.key() is not None:
-                keys.append(msg.key().decode())
-    finally:
-        consumer.close()
-    return keys, after_last
-
-
 def read_order_keys(settings, start: dict[int, int]) -> list[str]:
     return order_records(settings, start)[0]
-
-
-def committed_past(settings, group: str, after_last: dict[int, int]) -> dict[int, tuple[int, int]]:
-    """The partitions where ``group`` has not committed past the last record: partition -> (committed, wanted)."""
-    committed = group_committed(settings, "orders", group)
-    return {p: (committed.get(p, 0), o) for p, o in after_last.items() if committed.get(p, 0) < o}
 
 
 class Stream(threading.Thread):

@@ -1,7 +1,8 @@
 """The streaming jobs' statistics as Marquez keeps them, judged against the stores by readers of the test's own.
 
-Orders are inserted into the CDC source table (as the generator does) until the sensors have told the open runs of
-iceberg-ingestion and orders-s3-sink about a period that moved rows. Marquez's run (one GET of
+Orders are inserted into the CDC source table (as the generator does) and, once through the jobs, the checks job is
+run (as its schedule runs it) until it has told the open runs of iceberg-ingestion, orders-s3-sink and supplier-stats
+about a period that moved rows. Marquez's run (one GET of
 ``/api/v1/jobs/runs/{id}``: the latest facets of each kind) carries the statistics of the latest such event and its
 ``conservation_period`` run facet names the two cuts the period lies between. The test then reads the stores
 itself: the Iceberg snapshots between the two snapshot ids (pyiceberg summaries), the archive's objects between the
@@ -21,12 +22,16 @@ from urllib.parse import quote
 import pytest
 import requests
 from confluent_kafka import KafkaError, TopicPartition
+from pyiceberg.expressions import In
 
 from infra.services.iceberg_catalog import load_catalog
 from infra.settings import StackSettings
+from lineage_assets.kafka.topics import end_offsets
 from lineage_assets.resources import build_resources
 from lineage_assets.source.orders import ensure_table, insert_orders
-from tests.service.lineage_assets.conservation.conftest import judge_consumer
+from tests.service.lineage_assets.conservation.conftest import committed_past, judge_consumer, order_records
+from tests.support.check_runs import run_the_checks_job
+from tests.support.engine_waits import wait_for_delivery
 
 pytestmark = pytest.mark.service
 
@@ -36,12 +41,13 @@ ICEBERG_ORDERS = ("s3://warehouse", "default/orders")
 ARCHIVE = ("s3://orders-archive", "topics/orders")
 SUPPLIER_STATS = ("kafka://127.0.0.1:9092", "supplier-stats")
 KEY = re.compile(r"topics/orders/partition=(\d+)/orders\+(\d+)\+(\d{20})\.jsonl")
-#: orders inserted per batch; another batch follows while no event has told a run about new rows
+#: orders inserted per batch; another batch follows while no check run has told a run about new rows
 BATCH = 300
-#: a batch's orders reach the outputs within a checkpoint or a flush (<= 60 s), a sensor ticks every 30 s and
-#: records a materialization when new data is there, and the first look at a run only starts its period
-DEADLINE_S = 900.0
-NEXT_BATCH_S = 150.0
+#: batches at most: the first tells iceberg-ingestion and the archive sink; a supplier-stats window fires only once
+#: later orders pass it (or the quiet advance), so the second batch's check run tells supplier-stats at the latest
+BATCHES = 3
+#: a batch is in every output within a checkpoint or a sink flush (<= 60 s): a failure detector, not a pace
+BATCH_THROUGH_S = 240.0
 
 
 def qualified(dataset: tuple[str, str]) -> str:
@@ -103,27 +109,49 @@ def told_after(settings, job: str, output: tuple[str, str], since: str) -> dict 
     return run if out > 0 else None
 
 
+def batch_in_outputs(settings, ids: list[str], start: dict[int, int]) -> None:
+    """Until the batch is through the three jobs: every order of it in Iceberg (a pyiceberg scan of its ids), and the
+    archive sink's and supplier-stats' groups committed past the last record of ``orders`` read from ``start`` (the
+    sink commits an offset once its object is written, supplier-stats on a checkpoint, which commits the windows it
+    fired)."""
+    table = load_catalog(settings).load_table("default.orders")
+    deadline = time.monotonic() + BATCH_THROUGH_S
+    while table.refresh().scan(row_filter=In("order_id", ids)).to_arrow().num_rows < len(ids):
+        assert time.monotonic() < deadline, f"the batch did not reach Iceberg within {BATCH_THROUGH_S:.0f} s"
+        time.sleep(1)
+    _, after_last = order_records(settings, start)
+    for group in ("connect-orders-s3-sink", "supplier-stats"):
+        while behind := committed_past(settings, group, after_last):
+            assert time.monotonic() < deadline, f"{group} behind the batch (partition: committed, wanted): {behind}"
+            time.sleep(1)
+
+
 @pytest.fixture(scope="module")
-def told(settings) -> dict[str, dict]:
-    """job -> its Marquez run after orders of this test went through it: batches of orders inserted into the
-    source table until each job's latest statistics cover a period after the first batch in which it wrote."""
+def told(settings, stack_instance) -> dict[str, dict]:
+    """job -> its Marquez run after orders of this test went through it. A batch of orders is inserted into the
+    source table and waited for in the outputs, then the checks job is run (as the schedule runs it), which tells
+    every open run what its hop moved since the previous look; again, with another batch, until each job's latest
+    statistics cover a period after the first batch in which it wrote (a window fires only once the stream passed
+    it, so supplier-stats may need the second batch)."""
     wanted = {"iceberg-ingestion": ICEBERG_ORDERS, "orders-s3-sink": ARCHIVE, "supplier-stats": SUPPLIER_STATS}
     source_db = build_resources(settings)["source_db"]
     since = dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     found: dict[str, dict] = {}
-    deadline, next_batch = time.monotonic() + DEADLINE_S, 0.0
-    while len(found) < len(wanted):
-        assert time.monotonic() < deadline, f"no statistics after {since} in Marquez for {set(wanted) - set(found)}"
-        if time.monotonic() >= next_batch:
-            with source_db.connect() as conn:
-                ensure_table(conn)
-                assert len(insert_orders(conn, BATCH, 0)) == BATCH
-            next_batch = time.monotonic() + NEXT_BATCH_S
+    for _ in range(BATCHES):
+        start = end_offsets(settings.kafka_bootstrap, "orders")
+        with source_db.connect() as conn:
+            ensure_table(conn)
+            inserted = insert_orders(conn, BATCH, 0)
+        assert len(inserted) == BATCH
+        batch_in_outputs(settings, [o.order_id for o in inserted], start)
+        run_the_checks_job(settings, stack_instance, requested_by=__name__)
+        wait_for_delivery(settings, time.time())  # the run's events go to Marquez through the outbox
         for job, output in wanted.items():
             if job not in found and (run := told_after(settings, job, output, since)) is not None:
                 found[job] = run
-        time.sleep(10)
-    return found
+        if len(found) == len(wanted):
+            return found
+    pytest.fail(f"no statistics after {since} in Marquez for {set(wanted) - set(found)} after {BATCHES} batches")
 
 
 def records_between(settings, topic: str, bounds: dict[int, tuple[int, int]]) -> int:
