@@ -189,13 +189,8 @@ export LINEAGE_LAB_COMPOSE_DAGSTER_PORT=13000 LINEAGE_LAB_COMPOSE_MARQUEZ_WEB_PO
   LINEAGE_LAB_COMPOSE_MARQUEZ_PORT=15000 LINEAGE_LAB_COMPOSE_FLINK_PORT=18081
 
 export "${test_settings[@]}"
-# the service tests only: the unit tests ran above, and no test runs twice; the 25 slowest are listed at the end
-echo "== service tests"
-phase service running
-# the phase is CPU-bound on 2 cores: a sampler records which service's processes (or the tests') spent it
-.venv/bin/python scripts/cpu_account.py sample "$reports/cpu-samples.jsonl" &
-sampler_pid=$!
-if ! .venv/bin/pytest -q --strict-markers --durations=25 --junitxml="$reports/service.xml" -m "service" tests; then
+# service_failed: what the stack looked like when a service test failed, then the run fails
+service_failed() {
   .venv/bin/lineage-lab stack status || true
   echo "service logs: .venv/bin/lineage-lab stack logs SERVICE" >&2
   # the sensors drive most of what the service tests wait for: their failed ticks, when there were any
@@ -205,7 +200,56 @@ if ! .venv/bin/pytest -q --strict-markers --durations=25 --junitxml="$reports/se
       | sort | uniq -c | sort -rn | head -8 | cut -c1-300 >&2 || true
   fi
   exit 1
-fi
+}
+# Two groups of service modules run side by side, after the others, as two pytest processes at once: each mostly
+# waits (the freshness test waits out its 2-minute window, 183 s at 28 % of the machine busy, and the connector
+# module for the sink's rotation; the batch modules wait on Spark), and neither touches what the other reads. The
+# streaming side cancels and redeploys only the supplier-stats Flink job (reading the daemon's freshness records of
+# its output) and deploys the connectors, whose orders flow on to the Flink jobs; the batch modules write Iceberg
+# orders of days in 2024-2025 with pyiceberg, with the new-orders sensor stopped, and run Spark into supplier_stats.
+# Neither needs the session's main job (pipeline_ran): a second pytest process would run it again. Every module
+# sets up what it needs (docs/testing.md); the main pytest leaves these files out, so none runs twice.
+side_streaming=(
+  tests/service/lineage_assets/test_freshness.py
+  tests/service/lineage_assets/test_connect_pipeline.py
+)
+side_batch=(
+  tests/service/lineage_assets/test_supplier_stats.py
+  tests/service/lineage_assets/test_supplier_stats_backfill.py
+  tests/service/lineage_assets/test_supplier_stats_cluster.py
+  tests/service/lineage_assets/test_supplier_stats_incremental.py
+)
+for f in "${side_streaming[@]}" "${side_batch[@]}"; do
+  [[ -f $f ]] || { echo "scripts/test.sh names a side-by-side service module that does not exist: $f" >&2; exit 1; }
+done
+# side NAME FILE...: one side-by-side group, its output in $reports/service-NAME.log (shown once both ended)
+side() {
+  local name=$1
+  shift
+  .venv/bin/pytest -q --strict-markers --durations=10 --junitxml="$reports/service-$name.xml" -m service "$@" \
+    >"$reports/service-$name.log" 2>&1
+}
+# the service tests only: the unit tests ran above, and no test runs twice; the 25 slowest are listed at the end
+echo "== service tests"
+phase service running
+# the phase is CPU-bound on 2 cores: a sampler records which service's processes (or the tests') spent it
+.venv/bin/python scripts/cpu_account.py sample "$reports/cpu-samples.jsonl" &
+sampler_pid=$!
+ignored=()
+for f in "${side_streaming[@]}" "${side_batch[@]}"; do ignored+=(--ignore="$f"); done
+.venv/bin/pytest -q --strict-markers --durations=25 --junitxml="$reports/service.xml" -m "service" "${ignored[@]}" \
+  tests || service_failed
+echo "== service tests side by side: ${side_streaming[*]##*/} | ${side_batch[*]##*/}"
+side streaming "${side_streaming[@]}" &
+streaming_pid=$!
+batch_status=0 streaming_status=0
+side batch "${side_batch[@]}" || batch_status=$?
+wait "$streaming_pid" || streaming_status=$?
+for name in streaming batch; do
+  echo "-- $name ($reports/service-$name.log)"
+  cat "$reports/service-$name.log"
+done
+((streaming_status == 0 && batch_status == 0)) || service_failed
 phase service passed
 cpu_report
 echo "== after the suite: what it left in the stack"
