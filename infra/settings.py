@@ -144,6 +144,9 @@ class StackSettings:
     # of a day once its last write is this old (a day never written at once); 0 asks for one per new snapshot. Less
     # than conservation_pending_warn_s, or the conservation check would warn about orders pending by design
     supplier_stats_freshness_s: int = 120
+    # seconds the archive sink holds a partition's records when fewer than flush.size (100) arrived before it writes
+    # them as an object (and Connect can commit their offsets): the connector's rotate.interval.ms
+    archive_rotate_s: int = 60
     # seconds a client of a store (the Iceberg catalog and the object store, as pyiceberg reads them) waits to
     # connect, and then for each answer: a store that accepts connections and never answers is reported as not
     # answering after them, never waited on
@@ -222,6 +225,11 @@ class StackSettings:
             raise SettingsError(
                 f"{ENV_PREFIX}SENSOR_INTERVAL_S={self.sensor_interval_s}: the seconds between two sensor ticks must be "
                 "at least 1 (30 by default)"
+            )
+        if self.archive_rotate_s < 1:
+            raise SettingsError(
+                f"{ENV_PREFIX}ARCHIVE_ROTATE_S={self.archive_rotate_s}: the seconds the archive sink holds records "
+                "before it writes them must be at least 1 (60 by default)"
             )
         every = self.checks_every_minutes
         if every < 1 or 60 % every:

@@ -52,6 +52,7 @@ def build_resources(settings: StackSettings) -> dict[str, dg.ConfigurableResourc
             s3_endpoint=settings.s3_endpoint,
             s3_region=settings.s3_region,
             archive_bucket=settings.archive_bucket,
+            archive_rotate_s=settings.archive_rotate_s,
         ),
         "flink": FlinkResource(
             rest_url=settings.flink_rest_url,

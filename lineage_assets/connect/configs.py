@@ -47,6 +47,7 @@ def template_values(connect: ConnectResource) -> dict[str, str]:
         "s3_endpoint": connect.s3_endpoint,
         "s3_region": connect.s3_region,
         "archive_bucket": connect.archive_bucket,
+        "archive_rotate_ms": str(connect.archive_rotate_s * 1000),
         "sink_dead_letter_topic": DEAD_LETTER_TOPICS["orders-s3-sink"],
     }
     if connect.schema_registry_url:

@@ -29,6 +29,8 @@ class ConnectResource(dg.ConfigurableResource):
     s3_endpoint: str = ""
     s3_region: str = ""
     archive_bucket: str = ""
+    #: seconds the archive sink holds fewer than flush.size records before it writes them (rotate.interval.ms)
+    archive_rotate_s: int = 60
 
     def client(self) -> ConnectClient:
         return ConnectClient(self.url)

@@ -114,7 +114,7 @@ def test_orders_reach_kafka_as_avro_keyed_by_order_id(settings, generated):
 def test_orders_are_archived_as_json_lines(settings, resources, generated):
     s3 = resources["object_store"].client()
     wanted, seen = set(generated), set()
-    deadline = time.monotonic() + 150  # the sink rotates every 100 records or 60 s
+    deadline = time.monotonic() + 150  # the sink rotates every 100 records or LINEAGE_LAB_ARCHIVE_ROTATE_S
     while time.monotonic() < deadline and not wanted <= seen:
         for page in s3.get_paginator("list_objects_v2").paginate(
             Bucket=settings.archive_bucket, Prefix="topics/orders/"

@@ -123,3 +123,9 @@ def test_checks_every_minutes_must_divide_an_hour_naming_the_variable():
             StackSettings.from_env({"LINEAGE_LAB_CHECKS_EVERY_MINUTES": bad})
     assert StackSettings.from_env({"LINEAGE_LAB_CHECKS_EVERY_MINUTES": "30"}).checks_every_minutes == 30
     assert StackSettings.from_env({}).checks_every_minutes == 5
+
+
+def test_an_archive_rotation_below_one_second_is_refused_naming_the_variable():
+    with pytest.raises(SettingsError, match="ARCHIVE_ROTATE_S=0: the seconds the archive sink holds records"):
+        StackSettings.from_env({"LINEAGE_LAB_ARCHIVE_ROTATE_S": "0"})
+    assert StackSettings.from_env({}).archive_rotate_s == 60

@@ -22,6 +22,14 @@ def test_an_external_apicurio_registry_gives_the_converters_its_native_api_and_c
     assert "pw-4711" not in str(config), "the password must stay in the worker's environment"
 
 
+def test_the_archive_sink_rotates_after_the_seconds_the_settings_give():
+    assert render_connector("orders-s3-sink", build_resources(StackSettings())["connect"])["rotate.interval.ms"] == (
+        "60000"
+    )
+    quick = StackSettings.from_env({"LINEAGE_LAB_ARCHIVE_ROTATE_S": "15"})
+    assert render_connector("orders-s3-sink", build_resources(quick)["connect"])["rotate.interval.ms"] == "15000"
+
+
 def test_a_registry_without_apicurio_api_is_a_clear_error():
     s = dataclasses.replace(StackSettings(), external_schema_registry="https://confluent-sr.prod:8081")
     with pytest.raises(ConnectorConfigError, match="Apicurio"):

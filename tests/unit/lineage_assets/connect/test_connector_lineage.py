@@ -23,6 +23,7 @@ RENDERED = {
     "@{s3_endpoint}": "http://127.0.0.1:9000",
     "@{s3_region}": "us-east-1",
     "@{sink_dead_letter_topic}": "orders-dlq",
+    "@{archive_rotate_ms}": "60000",
     "@{db_host}": "127.0.0.1",
     "@{db_port}": "15432",
 }
