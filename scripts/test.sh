@@ -173,6 +173,11 @@ cat "$reports/stack.log"
 ((stack_status == 0)) || { echo "the embedded stack did not come up (exit $stack_status): above" >&2; exit 1; }
 phase stack passed
 
+# Compose's published ports apart from the embedded stack's (before the background process below starts: it
+# brings the deployment up while the embedded stack runs; without them, Flink's 8081 clashed)
+export LINEAGE_LAB_COMPOSE_DAGSTER_PORT=13000 LINEAGE_LAB_COMPOSE_MARQUEZ_WEB_PORT=13001 \
+  LINEAGE_LAB_COMPOSE_MARQUEZ_PORT=15000 LINEAGE_LAB_COMPOSE_FLINK_PORT=18081
+
 # The Compose deployment's image is built in the background during the service tests, at the lowest priority (the
 # Docker daemon this starts, and so every build step, inherits it): most of the build waits on downloads, and it is
 # off the critical path (a build's verdict does not depend on its pace; a test's can, so no test runs at this
@@ -198,9 +203,6 @@ if [[ $compose_state == run ]]; then
   compose_build_pid=$!
 fi
 
-# Compose's published ports apart from the embedded stack's
-export LINEAGE_LAB_COMPOSE_DAGSTER_PORT=13000 LINEAGE_LAB_COMPOSE_MARQUEZ_WEB_PORT=13001 \
-  LINEAGE_LAB_COMPOSE_MARQUEZ_PORT=15000 LINEAGE_LAB_COMPOSE_FLINK_PORT=18081
 
 export "${test_settings[@]}"
 # service_failed: what the stack looked like when a service test failed, then the run fails
