@@ -25,7 +25,7 @@ from lineage_assets.checks.engine_lineage import build_engine_lineage_check
 from lineage_assets.flink.deploy import job_environment
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.resources import build_resources
-from tests.support.engine_waits import wait_for
+from tests.support.engine_waits import completed_checkpoint, wait_for
 from tests.support.marquez_runs import marquez_runs
 from tests.support.outside_flink import cancel, flink, job_args, restart_with_flink_cli, running_jid
 
@@ -133,7 +133,9 @@ def test_supplier_stats_restarted_with_another_sink_topic_shows_in_marquez_the_c
     assert original, "supplier-stats runs (flink_jobs_run), or the test before put it back"
     args = job_args(settings, original)
     # the checkpoint the original job resumes from afterwards: what the shadow job writes is written again
-    # into supplier-stats then, so the hop still balances
+    # into supplier-stats then, so the hop still balances. A job just deployed (flink_jobs_run, or the module
+    # before) may not have completed one yet: its first is waited for in Flink's REST API before the cancel.
+    wait_for(f"a completed checkpoint of supplier-stats {original}", lambda: completed_checkpoint(settings, original))
     cancel_and_see_its_run_end(settings, original, "supplier-stats")
     checkpoint = flink(settings, "GET", f"/jobs/{original}/checkpoints")["latest"]["completed"]["external_path"]
     shadow_jid = restart_with_flink_cli(settings, original, checkpoint, with_sink_topic(args, "supplier-stats-shadow"))
