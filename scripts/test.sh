@@ -242,8 +242,8 @@ done
 side() {
   local name=$1
   shift
-  .venv/bin/pytest -q --strict-markers --durations=10 --junitxml="$reports/service-$name.xml" -m service "$@" \
-    >"$reports/service-$name.log" 2>&1
+  LINEAGE_LAB_CPU_BY_MODULE="$reports/cpu-by-module-$name.tsv" .venv/bin/pytest -q --strict-markers --durations=10 \
+    --junitxml="$reports/service-$name.xml" -m service "$@" >"$reports/service-$name.log" 2>&1
 }
 # the service tests only: the unit tests ran above, and no test runs twice; the 25 slowest are listed at the end
 echo "== service tests"
@@ -253,8 +253,9 @@ phase service running
 sampler_pid=$!
 ignored=()
 for f in "${side_streaming[@]}" "${side_batch[@]}"; do ignored+=(--ignore="$f"); done
-.venv/bin/pytest -q --strict-markers --durations=25 --junitxml="$reports/service.xml" -m "service" "${ignored[@]}" \
-  tests || service_failed
+# each pytest process ends with the CPU its modules cost ($reports/cpu-by-module*.tsv; tests/support/cpu_by_module.py)
+LINEAGE_LAB_CPU_BY_MODULE="$reports/cpu-by-module.tsv" .venv/bin/pytest -q --strict-markers --durations=25 \
+  --junitxml="$reports/service.xml" -m "service" "${ignored[@]}" tests || service_failed
 if [[ -n $compose_build_pid ]]; then
   echo "== Compose deployment: comes up in the background (log: $reports/compose-build.log)"
   phase compose running

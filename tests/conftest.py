@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from infra.settings import StackSettings
+from tests.support.cpu_by_module import register as register_cpu_by_module
 
 
 @pytest.fixture(scope="session")
@@ -25,3 +26,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         folders = item.path.relative_to(Path(__file__).parent).parts[:1]
         if item.get_closest_marker("timeout") is None and set(folders) & SERVICE_FOLDERS:
             item.add_marker(pytest.mark.timeout(SERVICE_TIMEOUT_S))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    register_cpu_by_module(config)  # CPU per module, when LINEAGE_LAB_CPU_BY_MODULE names its table
