@@ -173,8 +173,9 @@ cat "$reports/stack.log"
 ((stack_status == 0)) || { echo "the embedded stack did not come up (exit $stack_status): above" >&2; exit 1; }
 phase stack passed
 
-# Compose's published ports apart from the embedded stack's (before the background process below starts: it
-# brings the deployment up while the embedded stack runs; without them, Flink's 8081 clashed)
+# Compose's published ports apart from the embedded stack's (before the background process below starts, which
+# brings the deployment up): a stack this script did not start stays up beside it (in a scratch run of cb094f4, with
+# the deployment up beside the stack, Compose's Flink took 8081)
 export LINEAGE_LAB_COMPOSE_DAGSTER_PORT=13000 LINEAGE_LAB_COMPOSE_MARQUEZ_WEB_PORT=13001 \
   LINEAGE_LAB_COMPOSE_MARQUEZ_PORT=15000 LINEAGE_LAB_COMPOSE_FLINK_PORT=18081
 
@@ -185,18 +186,19 @@ export LINEAGE_LAB_COMPOSE_DAGSTER_PORT=13000 LINEAGE_LAB_COMPOSE_MARQUEZ_WEB_PO
 # A process group of its own (setsid), so that a failed run stops it (on_exit); the daemon detaches from it. Not
 # earlier: started with the stack, its disk writes slowed the JUnit and mutation tests (119 s and 294 s, were 61 and
 # 180), which the service tests wait for; the service phase leaves it an hour of idle moments (a cold build: 941 s).
-# The same process then brings the deployment up (infra/compose/test.sh up: its services, then its main job) once
-# the main service tests have passed ($compose_go), beside the two side-by-side groups, which leave the machine idle
-# much of the time: its containers run under the daemon started at the lowest priority, so they take only what
-# the tests leave (run at normal priority beside all the service tests, at a9f1069, it slowed them by more than it
-# took). Its tests (test.sh check) run after the suite, against the embedded stack's final lineage graph.
+# The same process then brings the deployment up (infra/compose/test.sh up: its services, then its main job) once the
+# suite is over and the embedded stack is down ($compose_go), and its tests (test.sh check) run in the foreground
+# against the embedded stack's final lineage graph. Not beside any test: brought up beside the two side-by-side groups
+# (b5e4d76, its containers under the daemon at the lowest priority), it slowed the batch group from 281 s to 773 s
+# (test_supplier_stats_backfill 128 s to 429 s) at 97 % of the machine busy, and the run took 3,192 s (2,976 s at
+# 7180a0f); beside all the service tests at normal priority (a9f1069) it slowed them by more than it took.
 compose_build_pid="" compose_go="$reports/compose-go" compose_up=0
 if [[ $compose_state == run ]]; then
   echo "== Compose image: built in the background at the lowest priority, then the deployment comes up after the" \
-    "main service tests (log: $reports/compose-build.log)"
+    "suite (log: $reports/compose-build.log)"
   # shellcheck disable=SC2016  # expanded by the inner bash
   setsid nice -n 19 ionice -c 3 bash -c 'bash infra/compose/ensure-docker.sh && bash infra/compose/build-images.sh \
-    || exit; echo "== the image is built; the deployment comes up once the main service tests passed"
+    || exit; echo "== the image is built; the deployment comes up after the suite"
     until [[ -e $1 ]]; do sleep 2; done
     LINEAGE_LAB_TEST_REPORTS="$2" bash infra/compose/test.sh up' _ "$compose_go" "$PWD/$reports" \
     </dev/null >"$reports/compose-build.log" 2>&1 &
@@ -256,12 +258,6 @@ for f in "${side_streaming[@]}" "${side_batch[@]}"; do ignored+=(--ignore="$f");
 # each pytest process ends with the CPU its modules cost ($reports/cpu-by-module*.tsv; tests/support/cpu_by_module.py)
 LINEAGE_LAB_CPU_BY_MODULE="$reports/cpu-by-module.tsv" .venv/bin/pytest -q --strict-markers --durations=25 \
   --junitxml="$reports/service.xml" -m "service" "${ignored[@]}" tests || service_failed
-if [[ -n $compose_build_pid ]]; then
-  echo "== Compose deployment: comes up in the background (log: $reports/compose-build.log)"
-  phase compose running
-  touch "$compose_go"
-  compose_up=1
-fi
 echo "== service tests side by side: ${side_streaming[*]##*/} | ${side_batch[*]##*/}"
 side streaming "${side_streaming[@]}" &
 streaming_pid=$!
@@ -281,12 +277,15 @@ phase after_suite running
 phase after_suite passed
 
 # The Compose deployment's tests, after the suite: the embedded stack's lineage graph is kept to compare with, and a
-# stack started here is stopped first to free the machine. The deployment came up in the background (above); its
-# tests (infra/compose/test.sh check) write $reports/compose.xml, and it is torn down after them.
+# stack started here is stopped first to free the machine. Then the background process (above) brings the deployment
+# up; its tests (infra/compose/test.sh check) write $reports/compose.xml, and it is torn down after them.
 if [[ $compose_state == run ]]; then
   echo "== Compose deployment (infra/compose/test.sh check)"
   .venv/bin/lineage-lab lineage graph >.lab/embedded-graph.json
   if ((started_here)); then .venv/bin/lineage-lab stack down; started_here=0; fi
+  phase compose running
+  touch "$compose_go"
+  compose_up=1
   up_status=0
   wait "$compose_build_pid" || up_status=$?
   compose_build_pid=""
