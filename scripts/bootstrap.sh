@@ -38,20 +38,31 @@ if ! "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
 fi
 
-# venv <dir> <stamp-source> <pip args...>: (re)install only when the requirement file changed
+# Each venv is installed by uv (from PyPI, its version pinned here) with its lock as constraints: requirements.lock
+# and flink_jobs/requirements.lock pin the whole dependency set (`uv pip compile`, the command in each file's header;
+# tests/unit/scripts/test_locks.py holds them to the pins of pyproject.toml and flink_jobs/requirements.txt), so a new
+# machine installs the versions CI ran. uv's cache first (--offline: seconds, where pip took a minute a venv); PyPI
+# when the cache lacks something (a new machine, a changed lock). The cache is only a faster source of the same pins.
+UV_VERSION=0.13.9
+# venv <dir> <lock> <uv pip install args...>: (re)install only when the lock or what it pins from changed
 venv() {
-  local dir=$1 src=$2; shift 2
-  local stamp="$dir/.lineage-lab-stamp" want
-  want=$(sha256sum "$src" | cut -d' ' -f1)
+  local dir=$1 lock=$2; shift 2
+  local stamp="$dir/.lineage-lab-stamp" want uv=(uv pip install -q --python "$dir/bin/python" -c "$lock")
+  want=$(cat "$lock" "${stamp_sources[@]}" | sha256sum | cut -d' ' -f1)
   if [[ -f $stamp && $(cat "$stamp") == "$want" ]]; then return 0; fi
-  say "installing $dir from $src (pip cache makes re-runs fast)"
+  say "installing $dir from $lock"
   [[ -x $dir/bin/python ]] || "$PYTHON" -m venv "$dir"
-  "$dir/bin/python" -m pip install -q --upgrade pip
-  "$dir/bin/python" -m pip install -q "$@"
+  if [[ $("$dir/bin/uv" --version 2>/dev/null) != "uv $UV_VERSION"* ]]; then
+    "$dir/bin/python" -m pip install -q --disable-pip-version-check "uv==$UV_VERSION"
+  fi
+  uv[0]="$dir/bin/uv"
+  "${uv[@]}" --offline "$@" 2>/dev/null || "${uv[@]}" "$@"
   echo "$want" >"$stamp"
 }
-venv "$ROOT/.venv" pyproject.toml -e "$ROOT[dev]"
-venv "${LINEAGE_LAB_FLINK_VENV:-$ROOT/.venv-flink}" flink_jobs/requirements.txt -r flink_jobs/requirements.txt
+stamp_sources=(pyproject.toml)
+venv "$ROOT/.venv" requirements.lock -e "$ROOT[dev]"
+stamp_sources=(flink_jobs/requirements.txt)
+venv "${LINEAGE_LAB_FLINK_VENV:-$ROOT/.venv-flink}" flink_jobs/requirements.lock -r flink_jobs/requirements.txt
 
 # --- JVM artifacts --------------------------------------------------------------------------------------------
 "$ROOT/.venv/bin/lineage-lab" artifacts resolve  # a line per bundle it resolves; one line when all are
