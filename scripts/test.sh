@@ -47,7 +47,7 @@ rm -rf "$reports" && mkdir -p "$reports"
 phase() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "${3:-}" "$(date +%s)" >>"$reports/phases.tsv"; }
 for p in bootstrap lint unit junit mutation stack service after_suite compose; do phase "$p" pending; done
 
-started_here=0 stack_pid="" sampler_pid="" compose_build_pid=""
+started_here=0 stack_pid="" sampler_pid="" compose_build_pid="" compose_up=0  # read by on_exit, whenever it runs
 # cpu_report: stop the service phase's CPU sampler and print where the CPU went (scripts/cpu_account.py)
 cpu_report() {
   [[ -n $sampler_pid ]] || return 0
@@ -122,10 +122,13 @@ phase stack running
 env "${test_settings[@]}" .venv/bin/lineage-lab stack up </dev/null >"$reports/stack.log" 2>&1 &
 stack_pid=$!
 
-# Every Maven module's JUnit tests and the fast mutation tests, in the foreground after the unit tests while the stack
-# comes up. Tried in the background at the lowest priority (4550ab3): starved, 53 of 353 mutants ran out of mutmut's
-# time limit and counted as detected without being judged, and a JUnit test with a 5 s client timeout could fail.
-junit_and_mutation() {
+# While the stack comes up (about 80 s): the unit tests beside every Maven module's JUnit tests (a JVM of its own),
+# then the fast mutation tests; none of them uses a service. Side by side because the unit tests keep one core at
+# most (a third of their time waits out the timeouts of stores that never answer) and the stack is up long before
+# the three are through one after the other (the critical path of the run: 212 s, the stack 81 s, 2026-12-07). Not in
+# the background at the lowest priority (4550ab3): starved, 53 of 353 mutants ran out of mutmut's time limit and
+# counted as detected without being judged, and a JUnit test with a 5 s client timeout could fail.
+junit_tests() {
   # Every Maven module's JUnit tests, on every run: bootstrap builds a module (tests included) only when its bundle
   # changed, so with cached jars they would not run at all. Maven as infra/artifacts.py calls it (batch mode, the
   # user's ~/.m2/settings.xml); offline first, as those builds left the plugins and test dependencies in ~/.m2.
@@ -154,16 +157,24 @@ junit_and_mutation() {
   .venv/bin/python scripts/test_reports.py junit "$reports" "${modules[@]}" || junit_failed=1
   ((junit_failed == 0)) || { echo "JUnit tests failed (Maven logs: $reports/mvn-*.log)" >&2; return 1; }
   phase junit passed
-  phase mutation running
-  .venv/bin/python scripts/mutation.py --fast || return 1  # issue 28: fails on a survivor
-  phase mutation passed
 }
-echo "== unit tests (no services)"
+echo "== unit tests (no services) beside the JUnit tests of every Maven module (their output: $reports/junit.log)"
+junit_tests >"$reports/junit.log" 2>&1 &
+junit_pid=$!
 phase unit running
-.venv/bin/pytest -q --strict-markers --junitxml="$reports/unit.xml" -m "not service and not after_suite" tests
-phase unit passed
-echo "== JUnit tests (every Maven module), then mutation testing (fast)"
-junit_and_mutation || exit 1
+unit_status=0
+.venv/bin/pytest -q --strict-markers --junitxml="$reports/unit.xml" -m "not service and not after_suite" tests \
+  || unit_status=$?
+((unit_status)) || phase unit passed
+junit_status=0
+wait "$junit_pid" || junit_status=$?
+echo "-- JUnit tests ($reports/junit.log)"
+cat "$reports/junit.log"
+((unit_status == 0 && junit_status == 0)) || exit 1
+echo "== mutation testing (fast)"
+phase mutation running
+.venv/bin/python scripts/mutation.py --fast || exit 1  # issue 28: fails on a survivor
+phase mutation passed
 
 echo "== embedded stack (started in the background after lint)"
 stack_status=0
@@ -192,7 +203,7 @@ export LINEAGE_LAB_COMPOSE_DAGSTER_PORT=13000 LINEAGE_LAB_COMPOSE_MARQUEZ_WEB_PO
 # (b5e4d76, its containers under the daemon at the lowest priority), it slowed the batch group from 281 s to 773 s
 # (test_supplier_stats_backfill 128 s to 429 s) at 97 % of the machine busy, and the run took 3,192 s (2,976 s at
 # 7180a0f); beside all the service tests at normal priority (a9f1069) it slowed them by more than it took.
-compose_build_pid="" compose_go="$reports/compose-go" compose_up=0
+compose_go="$reports/compose-go"
 if [[ $compose_state == run ]]; then
   echo "== Compose image: built in the background at the lowest priority, then the deployment comes up after the" \
     "suite (log: $reports/compose-build.log)"
