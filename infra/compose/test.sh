@@ -28,6 +28,9 @@ if [[ $step != up && -n ${LINEAGE_LAB_EMBEDDED_GRAPH:-} ]]; then
 fi
 cd "$(dirname "$0")"
 say() { printf '\033[1m[compose test]\033[0m %s\n' "$*"; }
+# every docker-compose call below (up.sh's and down.sh's too) adds the test's override: Dagster's containers under the
+# sensor pace and freshness budget this shell sets (scripts/test.sh: its test settings), the defaults where unset
+export COMPOSE_FILE=docker-compose.yml:test-settings.yml
 
 # up: the deployment stays for `check` when it came up; check: it goes in any case
 teardown() {
