@@ -59,6 +59,26 @@ def wait_for_checkpoints(settings: StackSettings, names: list[str], count: int =
     assert not behind, f"checkpoints not completed within {timeout:.0f} s (job: checkpoint id waited for): {behind}"
 
 
+def wait_for_a_checkpoint_from_now(settings: StackSettings, names: list[str], timeout: float = 180.0) -> None:
+    """Until each named running job has completed a checkpoint triggered after this call (Flink's trigger time of its
+    latest completed checkpoint): what the job had read by the call is committed, for a job that commits on
+    checkpoints. At most one interval and the checkpoint's own time, where two more checkpoints take up to two."""
+    jobs = {name: running_flink_job(settings, name) for name in names}
+    called_ms = time.time() * 1000
+
+    def triggered_ms(jid: str) -> int:
+        found = requests.get(f"{settings.flink_rest_url}/jobs/{jid}/checkpoints", timeout=10)
+        found.raise_for_status()
+        return int(((found.json().get("latest") or {}).get("completed") or {}).get("trigger_timestamp") or 0)
+
+    deadline = time.monotonic() + timeout
+    behind = list(names)
+    while behind and time.monotonic() < deadline:
+        time.sleep(1)
+        behind = [n for n in names if triggered_ms(jobs[n]) <= called_ms]
+    assert not behind, f"no checkpoint triggered after the call completed within {timeout:.0f} s: {behind}"
+
+
 def ticks_since(settings: StackSettings, sensor: str, after: float) -> list[dict]:
     """The ticks of ``sensor`` that started after ``after`` (Unix time), as Dagster's GraphQL lists them."""
     response = requests.post(

@@ -24,7 +24,7 @@ from lineage_assets.lineage.identity import DEAD_LETTER_TOPICS
 from lineage_assets.metadata import asset_key
 from lineage_assets.source.generator import generate_orders_job
 from tests.service.lineage_assets.conftest import wait_until_quiet
-from tests.support.engine_waits import wait_for_checkpoints
+from tests.support.engine_waits import wait_for_a_checkpoint_from_now, wait_for_checkpoints
 
 defs = build_definitions(StackSettings.from_env())
 
@@ -96,8 +96,9 @@ def test_poison_is_counted_by_reason_and_the_share_check_uses_the_threshold(sett
                 break
             time.sleep(2)
         assert all(n >= POISON for n in grown.values()), f"dead letters written: {grown}"
-        # the Flink jobs' dead letters become readable (read-committed) once the checkpoint after them completes
-        wait_for_checkpoints(settings, FLINK_JOBS)
+        # the Flink jobs' dead letters, written (the end offsets above), become readable (read-committed) once a
+        # checkpoint triggered after them completes
+        wait_for_a_checkpoint_from_now(settings, FLINK_JOBS)
 
         events, cursor = tick(sensor, instance, cursor)
         observed = {e.asset_key: e.metadata for e in events}

@@ -49,15 +49,11 @@ def deployed(settings, stack_instance, pipeline) -> dict:
     )
     assert result.success
     jid = result.asset_materializations_for_node("kafka__supplier_stats")[0].metadata["flink_job_id"].value
-    figures = job_figures(settings, jid)
-    # steady state: a job just started holds its clock for the idleness on a partition that has not delivered an
-    # order yet (a backlog there is not made late), so the silence is looked at after that
-    client = FlinkClient(settings)
-    started_ms = client.job(jid).start_time_ms
-    while time.time() * 1000 < started_ms + figures["IDLENESS_MS"] + 1000:
-        time.sleep(1)
-    assert client.job(jid).state == "RUNNING"
-    return figures
+    # Not waited for: the idleness after a (re)start. A partition that has delivered no order since the start holds
+    # the job's clock for that long; the 30 orders reach each of the 3 partitions but with a chance of about 2e-5,
+    # and even then the windows close after it, well inside DEADLINE. Only how soon depends on it (the benchmark's).
+    assert FlinkClient(settings).job(jid).state == "RUNNING"
+    return job_figures(settings, jid)
 
 
 def test_a_quiet_stream_counts_every_order_and_a_late_one_is_dead_lettered(settings, deployed, pipeline):
