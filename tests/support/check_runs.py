@@ -3,15 +3,13 @@ stack's daemon), and waited for in the stack's Dagster instance."""
 
 from __future__ import annotations
 
-import json
 import time
-import uuid
 
 import dagster as dg
 from dagster._core.storage.dagster_run import NOT_FINISHED_STATUSES
 
 from infra.services.dagster import CHECK_RUNS_TAG
-from tests.support.stack_dagster import stack_dagster
+from tests.support.stack_dagster import launch_run
 
 #: the streaming checks job, written out by hand
 CHECKS_JOB = "streaming_lineage_checks"
@@ -33,9 +31,7 @@ def run_the_checks_job(settings, instance: dg.DagsterInstance, requested_by: str
     """Launches the checks job through the stack's daemon, as its schedule does, waits for the run to end and
     returns its id. ``requested_by`` tags it as the sensors tag theirs, so the instance runs it one at a time with
     theirs (its tag concurrency limit): two check runs at once would both take a period's cut."""
-    run_id = str(uuid.uuid4())
-    tags = ["--tags", json.dumps({CHECK_RUNS_TAG: requested_by})] if requested_by else []
-    stack_dagster(settings, "job", "launch", "-j", CHECKS_JOB, "--run-id", run_id, *tags)
+    run_id = launch_run(settings, CHECKS_JOB, {CHECK_RUNS_TAG: requested_by} if requested_by else None)
     deadline = time.monotonic() + CHECK_RUN_END_S
     while not (run := instance.get_run_by_id(run_id)) or not run.is_finished:
         assert time.monotonic() < deadline, f"the check run {run_id} did not end within {CHECK_RUN_END_S} s"

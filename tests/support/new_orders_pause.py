@@ -19,7 +19,7 @@ from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.main_job import BATCH_SENSOR
 from lineage_assets.metadata import asset_key
 from lineage_assets.spark.new_orders_sensor import reported_snapshot
-from tests.support.stack_dagster import stack_dagster
+from tests.support.stack_dagster import set_sensor_cursor, start_sensor, stop_sensor
 
 #: how long the Flink job sensor may take to report the snapshot the block ended at
 REPORT_WAIT_S = 180
@@ -57,7 +57,7 @@ def new_orders_sensor_paused(settings: StackSettings) -> Iterator[None]:
     of the orders table that reports the snapshot current when the block ended, or a later one (those days are done,
     or are the writer's own business). The Flink job sensor records it within a tick or two."""
     orders = Pipeline.from_settings(settings).dataset("iceberg_orders")
-    stack_dagster(settings, "sensor", "stop", BATCH_SENSOR)
+    stop_sensor(settings, BATCH_SENSOR)
     try:
         wait_for_runs_it_asked_for(settings)
         yield
@@ -83,5 +83,5 @@ def new_orders_sensor_paused(settings: StackSettings) -> Iterator[None]:
                             f"new-orders sensor stays stopped; start it from the UI once it has"
                         )
                     time.sleep(2)
-        stack_dagster(settings, "sensor", "cursor", BATCH_SENSOR, "--set", cursor)
-        stack_dagster(settings, "sensor", "start", BATCH_SENSOR)
+        set_sensor_cursor(settings, BATCH_SENSOR, cursor)
+        start_sensor(settings, BATCH_SENSOR)

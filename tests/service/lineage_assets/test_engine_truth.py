@@ -25,7 +25,7 @@ from tests.service.lineage_assets.conftest import private_lineage, stack_dagster
 from tests.support.engine_waits import DEADLINE, wait_for, wait_for_delivery, wait_for_tick
 from tests.support.marquez_runs import marquez_runs, one_open_run_with, running_runs
 from tests.support.outside_flink import cancel, flink, restart_with_flink_cli, running_jid
-from tests.support.stack_dagster import stack_dagster
+from tests.support.stack_dagster import start_sensor, stop_sensor
 
 pytestmark = pytest.mark.service
 
@@ -186,7 +186,7 @@ def run_state_check(settings) -> dg.AssetCheckEvaluation:
 
 def test_check_d_fails_while_the_lineage_is_stale_and_passes_once_the_sensor_ran(settings, deployed):
     assert run_state_check(settings).passed, "the pipeline as the earlier tests left it"
-    stack_dagster(settings, "sensor", "stop", "flink_job_sensor")
+    stop_sensor(settings, "flink_job_sensor")
     try:
         before = running_jid(settings, FLINK_JOB)
         cancel(settings, before)
@@ -197,7 +197,7 @@ def test_check_d_fails_while_the_lineage_is_stale_and_passes_once_the_sensor_ran
         assert "stale lineage, job running" in (stale.description or ""), stale.description
     finally:
         started = time.time()
-        stack_dagster(settings, "sensor", "start", "flink_job_sensor")
+        start_sensor(settings, "flink_job_sensor")
     # the sensor's next tick opens the run of the restarted job; once the drainer delivered what it queued, check (d)
     # is evaluated once
     tick = wait_for_tick(settings, "flink_job_sensor", after=started, timeout=DEADLINE)

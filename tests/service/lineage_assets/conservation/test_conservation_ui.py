@@ -22,7 +22,7 @@ import pytest
 
 from tests.support.check_runs import run_the_checks_job, wait_for_check_runs_to_end
 from tests.support.engine_waits import wait_for_ticks_to_end
-from tests.support.stack_dagster import stack_dagster
+from tests.support.stack_dagster import start_schedule, start_sensor, stop_schedule, stop_sensor
 from tests.support.ui_pages import ARTIFACTS, open_page
 
 pytestmark = pytest.mark.service
@@ -38,16 +38,16 @@ CHECKS_SCHEDULE = "streaming_lineage_checks_schedule"
 def checks_held(settings) -> Iterator[None]:
     """The Flink job sensor and the checks schedule off inside the block, on again after it; the sensor's tick in
     flight at the stop has ended before the block begins (it would still ask for a check run)."""
-    stack_dagster(settings, "sensor", "stop", FLINK_SENSOR)
+    stop_sensor(settings, FLINK_SENSOR)
     try:
         wait_for_ticks_to_end(settings, FLINK_SENSOR)
-        stack_dagster(settings, "schedule", "stop", CHECKS_SCHEDULE)
+        stop_schedule(settings, CHECKS_SCHEDULE)
         try:
             yield
         finally:
-            stack_dagster(settings, "schedule", "start", CHECKS_SCHEDULE)
+            start_schedule(settings, CHECKS_SCHEDULE)
     finally:
-        stack_dagster(settings, "sensor", "start", FLINK_SENSOR)
+        start_sensor(settings, FLINK_SENSOR)
 
 
 def latest_execution(instance: dg.DagsterInstance):
