@@ -70,7 +70,7 @@ def test_the_asset_page_shows_the_conservation_check_and_its_plots(settings, bro
             plots.wait_for(timeout=30_000)
             plots.scroll_into_view_if_needed()
             page.get_by_text("conservation/in", exact=True).last.wait_for(timeout=30_000)
-            page.wait_for_timeout(1_000)  # the charts draw after their data arrives
+            page.locator("canvas").nth(len(FIGURES) - 1).wait_for(timeout=30_000)  # a chart per figure
             page.screenshot(path=shot)
             body = page.inner_text("body")
             canvases = page.locator("canvas").count()
