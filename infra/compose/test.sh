@@ -8,8 +8,7 @@
 #
 # Steps: `test.sh` runs both; `test.sh up` only brings the deployment up from cold (torn down if that fails), and
 # `test.sh check` runs tests/compose in a deployment already up, then tears it down. scripts/test.sh runs `up` in
-# the background during the service tests (scripts/compose_background.sh), and `check` once the embedded stack's
-# lineage graph is final.
+# the background beside the last service tests, and `check` once the embedded stack's lineage graph is final.
 set -euo pipefail
 step=${1:-all}
 case $step in all | up | check) ;; *)
