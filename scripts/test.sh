@@ -47,7 +47,7 @@ rm -rf "$reports" && mkdir -p "$reports"
 phase() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "${3:-}" "$(date +%s)" >>"$reports/phases.tsv"; }
 for p in bootstrap lint unit junit mutation stack service after_suite compose; do phase "$p" pending; done
 
-started_here=0 stack_pid="" sampler_pid="" compose_build_pid="" compose_up=0 compose_weight=""  # read by on_exit
+started_here=0 stack_pid="" sampler_pid="" compose_build_pid="" compose_up=0  # read by on_exit, whenever it runs
 # cpu_report: stop the service phase's CPU sampler and print where the CPU went (scripts/cpu_account.py)
 cpu_report() {
   [[ -n $sampler_pid ]] || return 0
@@ -57,22 +57,12 @@ cpu_report() {
   echo "== CPU during the service tests (scripts/cpu_account.py; also in $reports/cpu.txt)"
   .venv/bin/python scripts/cpu_account.py report "$reports/cpu-samples.jsonl" | tee "$reports/cpu.txt" || true
 }
-# docker_weight_restored: Docker's cgroup CPU weight back to what scripts/compose_background.sh found (its first line;
-# the cgroup file on the second), once the deployment no longer runs beside the tests
-docker_weight_restored() {
-  [[ -s $compose_weight ]] || return 0
-  local weight file
-  { read -r weight && read -r file; } <"$compose_weight" || return 0
-  echo "$weight" >"$file" 2>/dev/null || echo "could not restore $file to $weight" >&2
-  rm -f "$compose_weight"
-}
 on_exit() {
   local status=$? py=.venv/bin/python ci=()
   cpu_report
   # a failed run: the Compose image build in the background is stopped, and a deployment it brought up goes
   if [[ -n $compose_build_pid ]]; then kill -TERM -- "-$compose_build_pid" 2>/dev/null || true; fi
   if ((compose_up)); then bash infra/compose/down.sh >/dev/null 2>&1 || true; fi
-  docker_weight_restored
   # the stack still coming up in the background when the run fails: waited for, then stopped with it
   if [[ -n $stack_pid ]]; then wait "$stack_pid" || true; fi
   if ((started_here)); then .venv/bin/lineage-lab stack down || true; fi
@@ -200,29 +190,36 @@ phase stack passed
 export LINEAGE_LAB_COMPOSE_DAGSTER_PORT=13000 LINEAGE_LAB_COMPOSE_MARQUEZ_WEB_PORT=13001 \
   LINEAGE_LAB_COMPOSE_MARQUEZ_PORT=15000 LINEAGE_LAB_COMPOSE_FLINK_PORT=18081
 
-# The Compose deployment comes up in the background during the service tests (scripts/compose_background.sh): Docker,
-# the image (the Compose phase's test.sh finds every layer built), then the deployment and its main job, in a process
-# group of its own (setsid, so that a failed run stops it: on_exit) at the lowest priority, the Docker daemon it starts
-# included. The deployment runs under Docker's cgroup with its CPU weight lowered to next to nothing (the weight it
-# replaced is in $compose_weight, restored after the Compose phase and by on_exit), so it takes only the CPU the
-# service tests leave idle (40-50 % of the phase): a nice value alone does not hold containers back, as their cgroup
-# competes as one entity (beside the side-by-side groups under a daemon at nice 19, b5e4d76, the batch group ran 2.7
-# times slower; beside all the service tests at normal priority, a9f1069, they slowed by more than it took). Where that
-# weight cannot be set, the deployment comes up after the suite as before ($compose_go). Its tests (test.sh check) run
-# in the foreground after the suite, against the embedded stack's final lineage graph. Not earlier: started with the
-# stack, the image build's disk writes slowed the JUnit and mutation tests (119 s and 294 s, were 61 and 180).
-# The deployment runs under the test settings too (infra/compose/test-settings.yml passes the sensors' pace and the
-# supplier_stats freshness budget through): its main job (192 s of the phase's 308 s on 2026-11-29) waits for the
-# new-orders sensor's Spark run of today, behind a 30 s tick and a 120 s budget under the defaults.
-compose_go="$reports/compose-go" compose_weight="$reports/docker-cpu-weight"
+# The Compose deployment's image is built in the background during the service tests, at the lowest priority (the
+# Docker daemon this starts, and so every build step, inherits it): most of the build waits on downloads, and it is
+# off the critical path (a build's verdict does not depend on its pace; a test's can, so no test runs at this
+# priority). The Compose phase then finds every layer built (infra/compose/test.sh builds again, from the cache).
+# A process group of its own (setsid), so that a failed run stops it (on_exit); the daemon detaches from it. Not
+# earlier: started with the stack, its disk writes slowed the JUnit and mutation tests (119 s and 294 s, were 61 and
+# 180), which the service tests wait for; the service phase leaves it an hour of idle moments (a cold build: 941 s).
+# The same process then brings the deployment up (infra/compose/test.sh up: its services, then its main job) once the
+# suite is over and the embedded stack is down ($compose_go), and its tests (test.sh check) run in the foreground
+# against the embedded stack's final lineage graph. Not beside any test: brought up beside the two side-by-side groups
+# (b5e4d76, its containers under the daemon at the lowest priority), it slowed the batch group from 281 s to 773 s
+# (test_supplier_stats_backfill 128 s to 429 s) at 97 % of the machine busy, and the run took 3,192 s (2,976 s at
+# 7180a0f); beside all the service tests at normal priority (a9f1069) it slowed them by more than it took.
+compose_go="$reports/compose-go"
 if [[ $compose_state == run ]]; then
-  echo "== Compose deployment: Docker, its image, then the deployment, in the background at the lowest priority" \
-    "(log: $reports/compose-build.log)"
-  LINEAGE_LAB_TEST_REPORTS="$PWD/$reports" setsid nice -n 19 ionice -c 3 env "${test_settings[@]}" \
-    bash scripts/compose_background.sh "$compose_go" "$compose_weight" </dev/null >"$reports/compose-build.log" 2>&1 &
+  echo "== Compose image: built in the background at the lowest priority, then the deployment comes up after the" \
+    "suite (log: $reports/compose-build.log)"
+  # the deployment under the test settings too (infra/compose/test-settings.yml passes the sensors' pace and the
+  # supplier_stats freshness budget through): its main job (192 s of the phase's 308 s on 2026-11-29) waits for the
+  # new-orders sensor's Spark run of today, behind a 30 s tick and a 120 s budget under the defaults
+  # shellcheck disable=SC2016  # expanded by the inner bash
+  setsid nice -n 19 ionice -c 3 env "${test_settings[@]}" bash -c 'bash infra/compose/ensure-docker.sh \
+    && bash infra/compose/build-images.sh \
+    || exit; echo "== the image is built; the deployment comes up after the suite"
+    until [[ -e $1 ]]; do sleep 2; done
+    LINEAGE_LAB_TEST_REPORTS="$2" bash infra/compose/test.sh up' _ "$compose_go" "$PWD/$reports" \
+    </dev/null >"$reports/compose-build.log" 2>&1 &
   compose_build_pid=$!
-  compose_up=1
 fi
+
 
 export "${test_settings[@]}"
 # service_failed: what the stack looked like when a service test failed, then the run fails
@@ -295,19 +292,18 @@ phase after_suite running
 phase after_suite passed
 
 # The Compose deployment's tests, after the suite: the embedded stack's lineage graph is kept to compare with, and a
-# stack started here is stopped first to free the machine. The background process (above) has brought the deployment
-# up meanwhile (or brings it up now, where Docker's weight could not be lowered); its tests (infra/compose/test.sh
-# check) write $reports/compose.xml, and it is torn down after them.
+# stack started here is stopped first to free the machine. Then the background process (above) brings the deployment
+# up; its tests (infra/compose/test.sh check) write $reports/compose.xml, and it is torn down after them.
 if [[ $compose_state == run ]]; then
   echo "== Compose deployment (infra/compose/test.sh check)"
   .venv/bin/lineage-lab lineage graph >.lab/embedded-graph.json
   if ((started_here)); then .venv/bin/lineage-lab stack down; started_here=0; fi
   phase compose running
   touch "$compose_go"
+  compose_up=1
   up_status=0
   wait "$compose_build_pid" || up_status=$?
   compose_build_pid=""
-  docker_weight_restored
   echo "the image build and the deployment's start in the background (exit $up_status;" \
     "log: $reports/compose-build.log), its last lines:"
   tail -n 25 "$reports/compose-build.log"
