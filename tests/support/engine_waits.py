@@ -38,12 +38,16 @@ def running_flink_job(settings: StackSettings, name: str) -> str:
     return running[0]
 
 
-def completed_checkpoint(settings: StackSettings, jid: str) -> int:
-    """The id of the job's latest completed checkpoint, 0 before the first (Flink's /jobs/<jid>/checkpoints)."""
+def latest_completed_checkpoint(settings: StackSettings, jid: str) -> dict:
+    """The job's latest completed checkpoint as Flink's /jobs/<jid>/checkpoints gives it, {} before the first."""
     found = requests.get(f"{settings.flink_rest_url}/jobs/{jid}/checkpoints", timeout=10)
     found.raise_for_status()
-    latest = (found.json().get("latest") or {}).get("completed") or {}
-    return int(latest.get("id") or 0)
+    return (found.json().get("latest") or {}).get("completed") or {}
+
+
+def completed_checkpoint(settings: StackSettings, jid: str) -> int:
+    """The id of the job's latest completed checkpoint, 0 before the first."""
+    return int(latest_completed_checkpoint(settings, jid).get("id") or 0)
 
 
 def wait_for_checkpoints(settings: StackSettings, names: list[str], count: int = 2, timeout: float = 180.0) -> None:
@@ -67,9 +71,7 @@ def wait_for_a_checkpoint_from_now(settings: StackSettings, names: list[str], ti
     called_ms = time.time() * 1000
 
     def triggered_ms(jid: str) -> int:
-        found = requests.get(f"{settings.flink_rest_url}/jobs/{jid}/checkpoints", timeout=10)
-        found.raise_for_status()
-        return int(((found.json().get("latest") or {}).get("completed") or {}).get("trigger_timestamp") or 0)
+        return int(latest_completed_checkpoint(settings, jid).get("trigger_timestamp") or 0)
 
     deadline = time.monotonic() + timeout
     behind = list(names)

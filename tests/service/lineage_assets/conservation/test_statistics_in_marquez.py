@@ -13,6 +13,7 @@ output statistics too, its input judged the same way.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import re
 import time
@@ -35,6 +36,7 @@ from lineage_assets.source.orders import Order, ensure_table, insert_orders
 from tests.service.lineage_assets.conservation.conftest import committed_past, judge_consumer, order_records
 from tests.support.check_runs import run_the_checks_job
 from tests.support.engine_waits import wait_for_delivery
+from tests.support.order_stream import expected_windows
 from tests.support.supplier_stats_job import Topic
 
 pytestmark = pytest.mark.service
@@ -139,8 +141,7 @@ def last_window_fired(settings, output: Topic, batch: list[Order]) -> None:
     it, and the check run that follows sees the job's output grow (without this wait that often took a second batch:
     a window fires only once the stream passed it). Not a judge: past the deadline the batch loop goes on as before."""
     newest = max(batch, key=lambda o: o.bid_time)
-    start = newest.bid_time.replace(second=newest.bid_time.second // 5 * 5, microsecond=0)
-    wanted = (start.strftime("%Y-%m-%dT%H:%M:%SZ"), newest.supplier)
+    (wanted,) = expected_windows({newest.order_id: dataclasses.asdict(newest)})
     deserialize = AvroDeserializer(SchemaRegistryClient({"url": settings.schema_registry_url}))
     ctx = SerializationContext(SUPPLIER_STATS[1], MessageField.VALUE)
 
@@ -164,16 +165,16 @@ def told(settings, stack_instance) -> dict[str, dict]:
     found: dict[str, dict] = {}
     for _ in range(BATCHES):
         start = end_offsets(settings.kafka_bootstrap, "orders")
-        output = Topic(settings, SUPPLIER_STATS[1])
+        windows = Topic(settings, SUPPLIER_STATS[1])
         with source_db.connect() as conn:
             ensure_table(conn)
             inserted = insert_orders(conn, BATCH, 0)
         assert len(inserted) == BATCH
         batch_in_outputs(settings, [o.order_id for o in inserted], start)
         try:
-            last_window_fired(settings, output, inserted)
+            last_window_fired(settings, windows, inserted)
         finally:
-            output.close()
+            windows.close()
         run_the_checks_job(settings, stack_instance, requested_by=__name__)
         wait_for_delivery(settings, time.time())  # the run's events go to Marquez through the outbox
         for job, output in wanted.items():
