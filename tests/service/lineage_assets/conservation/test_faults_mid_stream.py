@@ -1,6 +1,8 @@
 """Every hop after faults mid-stream (issue 26), judged by readers of the test's own (issue 38). Orders stream in
 through the source table and straight into `orders` (hostile records among them), for suppliers of the test's own,
-while the Flink TaskManager is SIGKILLed, the Connect worker is SIGKILLed and the object store is down for 60 s.
+while the Flink TaskManager is SIGKILLed, the Connect worker is SIGKILLed and the object store is down for two of the
+archive sink's rotation periods (30 s under the test settings), so the sink's writes of at least one whole period meet
+it.
 
 Then the test waits for states that only move one way: every inserted order in `orders`; each consumer group
 (the archive sink's, both Flink jobs') committed past the last record of `orders`; every order counted in a window or
@@ -398,7 +400,7 @@ def test_every_hop_is_exact_after_kills_and_an_object_store_outage_mid_stream(se
         store = ObjectStore(settings)
         supervisor.stop(store)
         try:
-            time.sleep(60)
+            time.sleep(2 * settings.archive_rotate_s)  # the outage: every write the sink tries in a whole period fails
         finally:
             supervisor.start(store, log=lambda _: None)
         time.sleep(5)
