@@ -15,6 +15,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import TextIO
@@ -298,6 +299,11 @@ class _InProcessRuns:
         return [r.event_log_entry.dagster_event.event_specific_data for r in records.records]
 
 
+#: the tags of the runs the main job submits to a deployment: Dagster's run queue launches a higher priority first, so
+#: its runs (someone waits on them) go ahead of the check runs its sensors and schedule queue meanwhile
+SUBMITTED_RUN_TAGS = {"dagster/priority": "10"}
+
+
 class _SubmittedRuns(_InProcessRuns):
     """A Dagster deployment (``LINEAGE_LAB_EXTERNAL_DAGSTER``): each job is submitted to its webserver and run by
     its run launcher (in the Compose deployment, a container per run); the instance is the deployment's own
@@ -329,7 +335,7 @@ class _SubmittedRuns(_InProcessRuns):
         from dagster_graphql import DagsterGraphQLClientError
 
         try:
-            run_id = self.client.submit_job_execution(job, run_config=run_config)
+            run_id = self.client.submit_job_execution(job, run_config=run_config, tags=SUBMITTED_RUN_TAGS)
         except (DagsterGraphQLClientError, OSError) as exc:
             raise PipelineError(f"{what}: the Dagster webserver did not take job {job}: {exc}") from exc
         _wait(
@@ -383,11 +389,14 @@ def _runner(settings: StackSettings, defs: dg.Definitions) -> _InProcessRuns:
 
 
 def _start_automation(home: Path, workspace: Path) -> None:
-    """Every sensor and schedule on (they are on by default; this also restarts any that were stopped)."""
-    for kind in ("sensor", "schedule"):
-        result = dagster_cli(home, workspace, kind, "start", "--start-all")
-        if result.returncode != 0:
-            raise PipelineError(f"could not turn the {kind}s on: {(result.stderr or result.stdout).strip()}")
+    """Every sensor and schedule on (they are on by default; this also restarts any that were stopped). The two
+    ``dagster`` commands at once: each loads the code location, most of its time."""
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = pool.map(lambda kind: (kind, dagster_cli(home, workspace, kind, "start", "--start-all")),
+                           ("sensor", "schedule"))  # fmt: skip
+        for kind, result in results:
+            if result.returncode != 0:
+                raise PipelineError(f"could not turn the {kind}s on: {(result.stderr or result.stdout).strip()}")
 
 
 def _computes(run: dg.DagsterRun, key: dg.AssetKey) -> bool:
