@@ -198,12 +198,13 @@ export LINEAGE_LAB_COMPOSE_DAGSTER_PORT=13000 LINEAGE_LAB_COMPOSE_MARQUEZ_WEB_PO
 # earlier: started with the stack, its disk writes slowed the JUnit and mutation tests (119 s and 294 s, were 61 and
 # 180), which the service tests wait for; the service phase leaves it an hour of idle moments (a cold build: 941 s).
 # The same process then brings the deployment up (infra/compose/test.sh up: its services, then its main job) once the
-# suite is over and the embedded stack is down ($compose_go), and its tests (test.sh check) run in the foreground
+# suite is over ($compose_go; the embedded stack goes down beside it), and its tests (test.sh check) run in the foreground
 # against the embedded stack's final lineage graph. Not beside any test: brought up beside the two side-by-side groups
 # (b5e4d76, its containers under the daemon at the lowest priority), it slowed the batch group from 281 s to 773 s
 # (test_supplier_stats_backfill 128 s to 429 s) at 97 % of the machine busy, and the run took 3,192 s (2,976 s at
 # 7180a0f); beside all the service tests at normal priority (a9f1069) it slowed them by more than it took.
 compose_go="$reports/compose-go"
+rm -f "$compose_go" "$compose_go.built"  # an earlier run's, in this checkout
 if [[ $compose_state == run ]]; then
   echo "== Compose image: built in the background at the lowest priority, then the deployment comes up after the" \
     "suite (log: $reports/compose-build.log)"
@@ -214,7 +215,7 @@ if [[ $compose_state == run ]]; then
   # shellcheck disable=SC2016  # expanded by the inner bash
   setsid nice -n 19 ionice -c 3 env "${test_settings[@]}" bash -c 'bash infra/compose/ensure-docker.sh \
     && bash infra/compose/build-images.sh \
-    || exit; echo "== the image is built; the deployment comes up after the suite"
+    || exit; echo "== the image is built; the deployment comes up after the suite"; touch "$1.built"
     until [[ -e $1 ]]; do sleep 2; done
     LINEAGE_LAB_TEST_REPORTS="$2" bash infra/compose/test.sh up' _ "$compose_go" "$PWD/$reports" \
     </dev/null >"$reports/compose-build.log" 2>&1 &
@@ -292,26 +293,32 @@ phase after_suite running
 .venv/bin/pytest -q --strict-markers --junitxml="$reports/after_suite.xml" -m after_suite tests/after_suite
 phase after_suite passed
 
-# The Compose deployment's tests, after the suite: the embedded stack's lineage graph is kept to compare with, and a
-# stack started here is stopped first to free the machine. Then the background process (above) brings the deployment
-# up; its tests (infra/compose/test.sh check) write $reports/compose.xml, and it is torn down after them.
+# The Compose deployment's tests, after the suite: the embedded stack's lineage graph is kept to compare with. Then
+# the background process (above) brings the deployment up while a stack started here goes down beside it (its
+# savepoints and stops wait on the services more than they use the machine, and no port is shared: the exports
+# above); its tests (infra/compose/test.sh check) write $reports/compose.xml, and it is torn down after them.
 if [[ $compose_state == run ]]; then
   echo "== Compose deployment (infra/compose/test.sh check)"
   .venv/bin/lineage-lab lineage graph >.lab/embedded-graph.json
-  if ((started_here)); then .venv/bin/lineage-lab stack down; started_here=0; fi
   phase compose running
   touch "$compose_go"
   compose_up=1
+  if ((started_here)); then .venv/bin/lineage-lab stack down; started_here=0; fi
   up_status=0
   wait "$compose_build_pid" || up_status=$?
   compose_build_pid=""
   echo "the image build and the deployment's start in the background (exit $up_status;" \
     "log: $reports/compose-build.log), its last lines:"
   tail -n 25 "$reports/compose-build.log"
-  # not up in the background (a failed download, say): the whole Compose test again in the foreground, from cold
+  # no image built in the background (a failed download, say): the whole Compose test in the foreground, from cold.
+  # An image built and a deployment or main job that failed is the phase's verdict: never brought up a second time
   check=check
   if ((up_status != 0)); then
-    echo "the Compose deployment did not come up in the background: again in the foreground"
+    if [[ -e $compose_go.built ]]; then
+      echo "the Compose deployment or its main job failed (above; the whole log: $reports/compose-build.log)" >&2
+      exit 1
+    fi
+    echo "the Compose image was not built in the background: the whole Compose test in the foreground"
     check=""
   fi
   LINEAGE_LAB_EMBEDDED_GRAPH="$PWD/.lab/embedded-graph.json" LINEAGE_LAB_TEST_REPORTS="$PWD/$reports" \
