@@ -81,18 +81,28 @@ def observation_for(balance: HopBalance, key: dg.AssetKey) -> dg.AssetObservatio
     )
 
 
+#: the one step that evaluates the conservation check of every hop
+CHECKS_NAME = "conservation_checks"
+
+
 def build_conservation_checks(
     pipeline: Pipeline, pending_warn_s: int, count_store: Path
 ) -> list[dg.AssetChecksDefinition]:
-    """``pending_warn_s``: warn on records pending longer; ``count_store``: where reconciliation keeps its counts."""
-    return [_check_for(pipeline, pending_warn_s, count_store, hop) for hop in checked_hops(pipeline)]
+    """One multi-asset check carrying the ``conservation`` check of every hop's output, subsettable: a run reconciles
+    the selected hops in one call, so the hops that look lost or doubled are read again after ONE wait
+    (``CONFIRM_AFTER_S``) instead of one wait each, one after another (a check run of the streaming assets took 55-74
+    s with two or three such hops, 31 s with one; CI of 1a9ff41, 2026-12-07).
 
+    ``pending_warn_s``: warn on records pending longer; ``count_store``: where reconciliation keeps its counts."""
+    by_key = {asset_key(hop.output): hop for hop in checked_hops(pipeline)}
 
-def _check_for(pipeline: Pipeline, pending_warn_s: int, count_store: Path, hop: Hop) -> dg.AssetChecksDefinition:
-    key = asset_key(hop.output)
-
-    @dg.asset_check(asset=key, name=CHECK, description=DESCRIPTION)
-    def conservation(
+    @dg.multi_asset_check(
+        specs=[dg.AssetCheckSpec(CHECK, asset=key, description=DESCRIPTION) for key in by_key],
+        name=CHECKS_NAME,
+        description="the conservation check of every hop's output, its streaming hops confirmed after one wait",
+        can_subset=True,
+    )
+    def conservation_checks(
         context: dg.AssetCheckExecutionContext,
         kafka: KafkaResource,
         iceberg: IcebergResource,
@@ -101,7 +111,7 @@ def _check_for(pipeline: Pipeline, pending_warn_s: int, count_store: Path, hop: 
         connect: ConnectResource,
         source_db: SourceDatabaseResource,
         lineage: LineageResource,
-    ) -> dg.AssetCheckResult:
+    ):
         resources = SimpleNamespace(
             kafka=kafka,
             iceberg=iceberg,
@@ -112,10 +122,24 @@ def _check_for(pipeline: Pipeline, pending_warn_s: int, count_store: Path, hop: 
             lineage=lineage,
         )
         stores = Stores(pipeline, resources, count_store)
-        (balance,) = reconcile(stores, jobs=[hop.job.name], lock_timeout=LOCK_WAIT_S)
-        context.op_execution_context.log_event(observation_for(balance, key))
-        told = tell_open_run(context.instance, pipeline, hop, key, balance, stores.counts, resources)
-        context.log.info(f"{hop.job.name}: {told}")
-        return result_for(balance, key, pending_warn_s, time.time())
+        selected = {c.asset_key: by_key[c.asset_key] for c in context.selected_asset_check_keys}
+        jobs = sorted(hop.job.name for hop in selected.values())
+        balances = {b.job: b for b in reconcile(stores, jobs=jobs, lock_timeout=LOCK_WAIT_S)} if jobs else {}
+        untold = []
+        for key, hop in selected.items():
+            balance = balances[hop.job.name]
+            context.op_execution_context.log_event(observation_for(balance, key))
+            try:
+                told = tell_open_run(context.instance, pipeline, hop, key, balance, stores.counts, resources)
+                context.log.info(f"{hop.job.name}: {told}")
+            except Exception as exc:  # one hop's side effect never costs another hop its result
+                context.log.exception(f"{hop.job.name}: its open run was not told what the hop moved")
+                untold.append(f"{hop.job.name} ({type(exc).__name__}: {exc})")
+            yield result_for(balance, key, pending_warn_s, time.time())
+        if untold:  # every result above is recorded; the step fails so that the run shows it
+            raise dg.Failure(
+                f"the open runs of {', '.join(untold)} were not told what their hops moved (the checks' results "
+                "stand); see the step's log, fix the store it names and run the checks again"
+            )
 
-    return conservation
+    return [conservation_checks]
