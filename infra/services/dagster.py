@@ -32,6 +32,9 @@ CHECK_RUNS_TAG = "lineage-lab/checks-requested-by"
 RUN_START_TIMEOUT_S = 180
 #: how often the daemon looks at the runs in flight
 RUN_MONITOR_POLL_S = 30
+#: how often the daemon launches queued runs (Dagster's default 5 s): a run someone waits for (a Spark day, a check
+#: run) waited 2.5 s on average for the next look
+DEQUEUE_INTERVAL_S = 1
 #: sensors evaluated at once: the daemon evaluates them one after another by default, so one slow tick of the Flink
 #: sensor delayed the connector sensor's too
 SENSOR_WORKERS = 4
@@ -39,16 +42,22 @@ SENSOR_WORKERS = 4
 
 def instance_config(max_concurrent_runs: int) -> str:
     """The instance's dagster.yaml (rewritten at every start: the stack owns it). Runs and event logs in SQLite
-    under DAGSTER_HOME; telemetry off on a machine with no internet; runs go through the daemon's queue, at most
-    ``max_concurrent_runs`` at once, the check runs the sensors ask for one at a time (so a Spark run always finds a
-    slot), and every pool (the Spark runs' ``spark``) one run at a time; the sensors in
-    ``SENSOR_WORKERS`` threads; run monitoring fails a run that never started (``RUN_START_TIMEOUT_S``) and frees
-    the pool slots of ended runs, and resumes nothing (a crashed Spark run is failed, to be asked for again)."""
+    under DAGSTER_HOME; telemetry off on a machine with no internet; runs go through the daemon's queue (looked at
+    every ``DEQUEUE_INTERVAL_S``), at most ``max_concurrent_runs`` at once, the check runs the sensors ask for one
+    at a time (so a Spark run always finds a slot), and every pool (the Spark runs' ``spark``) one run at a time; the
+    sensors in ``SENSOR_WORKERS`` threads; run monitoring fails a run that never started (``RUN_START_TIMEOUT_S``)
+    and frees the pool slots of ended runs, and resumes nothing (a crashed Spark run is failed, to be asked for
+    again)."""
     return f"""telemetry:
   enabled: false
 sensors:
   use_threads: true
   num_workers: {SENSOR_WORKERS}
+run_coordinator:
+  module: dagster._core.run_coordinator
+  class: QueuedRunCoordinator
+  config:
+    dequeue_interval_seconds: {DEQUEUE_INTERVAL_S}
 concurrency:
   runs:
     max_concurrent_runs: {max_concurrent_runs}
