@@ -84,10 +84,12 @@ def pipeline_for_tests(settings) -> Pipeline:
     return Pipeline.from_settings(dataclasses.replace(settings, openlineage_namespace=TEST_JOB_NAMESPACE))
 
 
-@pytest.fixture(scope="module", autouse=True)
+@pytest.fixture(scope="module")
 def forget_test_jobs(settings):
-    """After each module, the jobs it ran in TEST_JOB_NAMESPACE are deleted (hidden) in Marquez, so the shared
-    Marquez shows the pipeline's own graph again (its UI would draw a test's failed sink beside the real one)."""
+    """After a module that runs jobs in TEST_JOB_NAMESPACE (it asks for this fixture: ``pytestmark``), those jobs are
+    deleted (hidden) in Marquez, so the shared Marquez shows the pipeline's own graph again (its UI would draw a
+    test's failed sink beside the real one). Only such modules: a module in another pytest process beside them
+    (scripts/test.sh's side groups) would otherwise delete their jobs while their tests read them."""
     yield
     api = f"{settings.marquez_url}/api/v1/namespaces/{quote(TEST_JOB_NAMESPACE, safe='')}/jobs"
     for job in MarquezClient(settings.marquez_url).jobs(TEST_JOB_NAMESPACE):

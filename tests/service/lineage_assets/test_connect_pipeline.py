@@ -26,6 +26,8 @@ from lineage_assets.source.generator import generate_orders_job
 from tests.service.lineage_assets.conftest import deliver, pipeline_for_tests, private_lineage
 from tests.support.connector_pause import connector_paused
 
+pytestmark = pytest.mark.usefixtures("forget_test_jobs")  # its jobs in TEST_JOB_NAMESPACE go after it
+
 N = 40
 
 

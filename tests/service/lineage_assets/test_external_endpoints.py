@@ -32,6 +32,8 @@ from lineage_assets.storage import IcebergResource
 from tests.service.lineage_assets.conftest import TEST_JOB_NAMESPACE
 from tests.service.lineage_assets.secured import SASL_PASSWORD, SASL_USER, AuthGate, SaslKafka, free_port
 
+pytestmark = pytest.mark.usefixtures("forget_test_jobs")  # its jobs in TEST_JOB_NAMESPACE go after it
+
 CLI = [sys.executable, "-m", "lineage_assets.cli"]
 
 

@@ -53,6 +53,8 @@ from tests.support.order_stream import (
     stats_in,
 )
 
+pytestmark = pytest.mark.usefixtures("forget_test_jobs")  # its jobs in TEST_JOB_NAMESPACE go after it
+
 JOBS = (iceberg_ingestion_asset.JOB, supplier_stats_stream_asset.JOB)
 
 
