@@ -103,9 +103,8 @@ fi
 # - a short freshness window (Dagster's shortest: it warns at half), so the test that cancels a Flink job sees
 #   its output turn late in test time
 # - a short supplier_stats freshness budget, so a day the tests write again gets its run within their waits (the
-#   budget path still runs: a day written less than 20 s ago is owed, not asked for)
-# - sensors tick every 10 s instead of 30: the tests wait for what the sensors observe, none for the pace itself
-#   (the service phase was half idle at 15 s and 30 s: 2026-12-07, docs/testing.md)
+#   budget path still runs: a day written less than 30 s ago is owed, not asked for)
+# - sensors tick every 15 s instead of 30: the tests wait for what the sensors observe, none for the pace itself
 # - a sensor asks for a run of the checks of what it materialized at most every 180 s instead of 60: those runs were
 #   a third of the phase's CPU (83 runs in 49 min at 60 s); what is materialized in between is owed to the next run,
 #   and the two tests that wait for such a run wait for one that evaluated a later materialization, however late
@@ -113,8 +112,8 @@ fi
 #   that wait for the archive to hold every record, or for the sink's group to commit past them, wait for the rest
 test_settings=(
   LINEAGE_LAB_STREAMING_FRESH_MINUTES="${LINEAGE_LAB_STREAMING_FRESH_MINUTES:-2}"
-  LINEAGE_LAB_SUPPLIER_STATS_FRESHNESS_S="${LINEAGE_LAB_SUPPLIER_STATS_FRESHNESS_S:-20}"
-  LINEAGE_LAB_SENSOR_INTERVAL_S="${LINEAGE_LAB_SENSOR_INTERVAL_S:-10}"
+  LINEAGE_LAB_SUPPLIER_STATS_FRESHNESS_S="${LINEAGE_LAB_SUPPLIER_STATS_FRESHNESS_S:-30}"
+  LINEAGE_LAB_SENSOR_INTERVAL_S="${LINEAGE_LAB_SENSOR_INTERVAL_S:-15}"
   LINEAGE_LAB_CHECK_RUN_INTERVAL_S="${LINEAGE_LAB_CHECK_RUN_INTERVAL_S:-180}"
   LINEAGE_LAB_ARCHIVE_ROTATE_S="${LINEAGE_LAB_ARCHIVE_ROTATE_S:-15}"
 )
