@@ -198,11 +198,12 @@ export LINEAGE_LAB_COMPOSE_DAGSTER_PORT=13000 LINEAGE_LAB_COMPOSE_MARQUEZ_WEB_PO
 # earlier: started with the stack, its disk writes slowed the JUnit and mutation tests (119 s and 294 s, were 61 and
 # 180), which the service tests wait for; the service phase leaves it an hour of idle moments (a cold build: 941 s).
 # The same process then brings the deployment up (infra/compose/test.sh up: its services, then its main job) once the
-# suite is over ($compose_go; the embedded stack goes down beside it), and its tests (test.sh check) run in the foreground
-# against the embedded stack's final lineage graph. Not beside any test: brought up beside the two side-by-side groups
-# (b5e4d76, its containers under the daemon at the lowest priority), it slowed the batch group from 281 s to 773 s
-# (test_supplier_stats_backfill 128 s to 429 s) at 97 % of the machine busy, and the run took 3,192 s (2,976 s at
-# 7180a0f); beside all the service tests at normal priority (a9f1069) it slowed them by more than it took.
+# suite is over ($compose_go; the embedded stack goes down beside it), and its tests (test.sh check) run in the
+# foreground against the embedded stack's final lineage graph. Not beside any test: brought up beside the two
+# side-by-side groups (b5e4d76, its containers under the daemon at the lowest priority), it slowed the batch group
+# from 281 s to 773 s (test_supplier_stats_backfill 128 s to 429 s) at 97 % of the machine busy, and the run took
+# 3,192 s (2,976 s at 7180a0f); beside all the service tests at normal priority (a9f1069) it slowed them by more than
+# it took.
 compose_go="$reports/compose-go"
 rm -f "$compose_go" "$compose_go.built"  # an earlier run's, in this checkout
 if [[ $compose_state == run ]]; then
