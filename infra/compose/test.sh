@@ -7,8 +7,9 @@
 # (by default the repository's .lab/test-reports), mounted into the container.
 #
 # Steps: `test.sh` runs both; `test.sh up` only brings the deployment up from cold (torn down if that fails), and
-# `test.sh check` runs tests/compose in a deployment already up, then tears it down. scripts/test.sh runs `up` in
-# the background beside the last service tests, and `check` once the embedded stack's lineage graph is final.
+# `test.sh check` runs tests/compose in a deployment already up, then tears it down. scripts/test.sh runs `up` from
+# its background process once the service tests are over (the embedded stack going down beside it), and `check` after
+# that, against the embedded stack's final lineage graph.
 set -euo pipefail
 step=${1:-all}
 case $step in all | up | check) ;; *)
