@@ -57,6 +57,22 @@ cpu_report() {
   echo "== CPU during the service tests (scripts/cpu_account.py; also in $reports/cpu.txt)"
   .venv/bin/python scripts/cpu_account.py report "$reports/cpu-samples.jsonl" | tee "$reports/cpu.txt" || true
 }
+# The second embedded stack of the service tests (below): its own home and ports, none of them the first stack's,
+# the Compose deployment's or in the ephemeral range (tests bind free ports there). Started, used and stopped by this
+# script alone; its home is wiped before each run.
+second_home="$PWD/.lab/second-stack"
+second_stack=(
+  LINEAGE_LAB_HOME="$second_home"
+  LINEAGE_LAB_POSTGRES_PORT=25432 LINEAGE_LAB_KAFKA_PORT=29092 LINEAGE_LAB_KAFKA_CONTROLLER_PORT=29093
+  LINEAGE_LAB_SCHEMA_REGISTRY_PORT=28085 LINEAGE_LAB_OBJECT_STORE_PORT=29000 LINEAGE_LAB_CONNECT_PORT=28083
+  LINEAGE_LAB_ICEBERG_CATALOG_PORT=28181 LINEAGE_LAB_MARQUEZ_PORT=25000 LINEAGE_LAB_MARQUEZ_ADMIN_PORT=25001
+  LINEAGE_LAB_MARQUEZ_WEB_PORT=23001 LINEAGE_LAB_FLINK_REST_PORT=28081 LINEAGE_LAB_FLINK_RPC_PORT=26123
+  LINEAGE_LAB_DAGSTER_PORT=23000
+)
+second_stack_down() {
+  [[ -d $second_home/run ]] || return 0
+  env "${second_stack[@]}" .venv/bin/lineage-lab stack down >"$reports/second-stack-down.log" 2>&1 || true
+}
 on_exit() {
   local status=$? py=.venv/bin/python ci=()
   cpu_report
@@ -66,6 +82,7 @@ on_exit() {
   # the stack still coming up in the background when the run fails: waited for, then stopped with it
   if [[ -n $stack_pid ]]; then wait "$stack_pid" || true; fi
   if ((started_here)); then .venv/bin/lineage-lab stack down || true; fi
+  second_stack_down
   [[ -x $py ]] || py=python3
   if is_ci; then ci=(--ci --expected .ci/expected-skips); fi
   "$py" scripts/test_reports.py summary "$reports" --exit-status "$status" "${ci[@]}" || ((status)) || status=1
@@ -237,14 +254,35 @@ service_failed() {
   fi
   exit 1
 }
-# Two groups of service modules run side by side, after the others, as two pytest processes at once: each mostly
-# waits (the freshness test waits out its 2-minute window, 183 s at 28 % of the machine busy, and the connector
-# module for the sink's rotation; the batch modules wait on Spark), and neither touches what the other reads. The
-# streaming side cancels and redeploys only the supplier-stats Flink job (reading the daemon's freshness records of
-# its output) and deploys the connectors, whose orders flow on to the Flink jobs; the batch modules write Iceberg
-# orders of days in 2024-2025 with pyiceberg, with the new-orders sensor stopped, and run Spark into supplier_stats.
-# Neither needs the session's main job (pipeline_ran): a second pytest process would run it again. Every module
-# sets up what it needs (docs/testing.md); the main pytest leaves these files out, so none runs twice.
+# The service modules run on two embedded stacks at once. The first (started above) takes the main sequence, whose
+# modules mostly restart, kill or move the engines (stack down and up, a second Flink cluster, a killed TaskManager,
+# an object-store outage) and keep the machine busy. The second, started here with its own home and ports
+# ($second_stack), takes modules that mostly wait (for windows to close on a quiet stream, a sink's rotation, a
+# check run, a Spark run after the freshness budget), then the two side-by-side groups below. On one stack they all
+# ran one after another, and the phase was half idle (docs/testing.md). Each stack runs its own main job
+# (pipeline_ran: once per pytest process that needs it), and nothing a module does to one stack reaches the other.
+# Every module sets up what it needs (docs/testing.md); the main pytest leaves out the second stack's files, so no
+# test runs twice.
+second_sequence=(
+  tests/service/lineage_assets/conservation/test_archive_service.py
+  tests/service/lineage_assets/conservation/test_conservation_ui.py
+  tests/service/lineage_assets/conservation/test_iceberg_ingestion_hop_service.py
+  tests/service/lineage_assets/conservation/test_key_audit_service.py
+  tests/service/lineage_assets/conservation/test_statistics_in_marquez.py
+  tests/service/lineage_assets/conservation/test_supplier_windows_service.py
+  tests/service/lineage_assets/test_dagster_native.py
+  tests/service/lineage_assets/test_dead_letter_monitor.py
+  tests/service/lineage_assets/test_hung_store.py
+  tests/service/lineage_assets/test_new_orders_sensor.py
+  tests/service/lineage_assets/test_supplier_stats_quiet_stream.py
+)
+# Then two groups run side by side on the second stack, as two pytest processes at once: each mostly waits (the
+# freshness test waits out its 2-minute window, the connector module for the sink's rotation; the batch modules wait
+# on Spark), and neither touches what the other reads. The streaming side cancels and redeploys only the
+# supplier-stats Flink job (reading the daemon's freshness records of its output) and deploys the connectors, whose
+# orders flow on to the Flink jobs; the batch modules write Iceberg orders of days in 2024-2025 with pyiceberg, with
+# the new-orders sensor stopped, and run Spark into supplier_stats. Neither needs a main job of its own: the
+# sequence before them ran the second stack's.
 side_streaming=(
   tests/service/lineage_assets/test_freshness.py
   tests/service/lineage_assets/test_connect_pipeline.py
@@ -255,8 +293,8 @@ side_batch=(
   tests/service/lineage_assets/test_supplier_stats_cluster.py
   tests/service/lineage_assets/test_supplier_stats_incremental.py
 )
-for f in "${side_streaming[@]}" "${side_batch[@]}"; do
-  [[ -f $f ]] || { echo "scripts/test.sh names a side-by-side service module that does not exist: $f" >&2; exit 1; }
+for f in "${second_sequence[@]}" "${side_streaming[@]}" "${side_batch[@]}"; do
+  [[ -f $f ]] || { echo "scripts/test.sh names a second-stack service module that does not exist: $f" >&2; exit 1; }
 done
 # side NAME FILE...: one side-by-side group, its output in $reports/service-NAME.log (shown once both ended)
 side() {
@@ -265,28 +303,76 @@ side() {
   LINEAGE_LAB_CPU_BY_MODULE="$reports/cpu-by-module-$name.tsv" .venv/bin/pytest -q --strict-markers --durations=10 \
     --junitxml="$reports/service-$name.xml" -m service "$@" >"$reports/service-$name.log" 2>&1
 }
+# second_stack_tests: the second stack from an empty home, its sequence, the side groups, the after-suite test, and
+# the stack stopped again. Run in the background (a subshell: its exports stay there), its output shown at the end.
+second_stack_tests() {
+  if ((!one_stack)); then
+    export "${second_stack[@]}"
+    second_stack_down  # one an interrupted run left behind
+    rm -rf "$second_home"
+    echo "== the second stack (log: $reports/stack-second.log)"
+    if ! .venv/bin/lineage-lab stack up </dev/null >"$reports/stack-second.log" 2>&1; then
+      tail -n 25 "$reports/stack-second.log"
+      echo "the second stack did not come up (above; the whole log: $reports/stack-second.log)" >&2
+      return 1
+    fi
+    tail -n 1 "$reports/stack-second.log"
+  fi
+  echo "== the second stack's sequence: ${second_sequence[*]##*/}"
+  LINEAGE_LAB_CPU_BY_MODULE="$reports/cpu-by-module-second.tsv" .venv/bin/pytest -q --strict-markers \
+    --durations=15 --junitxml="$reports/service-second.xml" -m service "${second_sequence[@]}" || return 1
+  echo "== side by side: ${side_streaming[*]##*/} | ${side_batch[*]##*/}"
+  side streaming "${side_streaming[@]}" &
+  local streaming_pid=$! batch_status=0 streaming_status=0
+  side batch "${side_batch[@]}" || batch_status=$?
+  wait "$streaming_pid" || streaming_status=$?
+  for name in streaming batch; do
+    echo "-- $name ($reports/service-$name.log)"
+    cat "$reports/service-$name.log"
+  done
+  ((streaming_status == 0 && batch_status == 0)) || return 1
+  echo "== after the suite on the second stack: what it left there"
+  .venv/bin/pytest -q --strict-markers --junitxml="$reports/after_suite-second.xml" -m after_suite tests/after_suite \
+    || return 1
+  ((one_stack)) || second_stack_down
+}
+# A service of the user's own (LINEAGE_LAB_EXTERNAL_*) would be shared by both stacks, and what a module does there
+# would reach the other stack's modules: then the second stack's work runs on the first, after its main sequence
+one_stack=0
+if env | grep -q '^LINEAGE_LAB_EXTERNAL_[A-Z_]*=.'; then
+  one_stack=1
+  echo "a LINEAGE_LAB_EXTERNAL_* service is set: every service module runs on one stack, one sequence after another"
+fi
 # the service tests only: the unit tests ran above, and no test runs twice; the 25 slowest are listed at the end
-echo "== service tests"
+echo "== service tests on two stacks (the second stack's output: $reports/service-second.log, shown at the end)"
 phase service running
 # the phase is CPU-bound on 2 cores: a sampler records which service's processes (or the tests') spent it
 .venv/bin/python scripts/cpu_account.py sample "$reports/cpu-samples.jsonl" &
 sampler_pid=$!
+second_pid=""
+if ((!one_stack)); then
+  second_stack_tests >"$reports/service-second.log" 2>&1 &
+  second_pid=$!
+fi
 ignored=()
-for f in "${side_streaming[@]}" "${side_batch[@]}"; do ignored+=(--ignore="$f"); done
+for f in "${second_sequence[@]}" "${side_streaming[@]}" "${side_batch[@]}"; do ignored+=(--ignore="$f"); done
 # each pytest process ends with the CPU its modules cost ($reports/cpu-by-module*.tsv; tests/support/cpu_by_module.py)
+main_status=0
 LINEAGE_LAB_CPU_BY_MODULE="$reports/cpu-by-module.tsv" .venv/bin/pytest -q --strict-markers --durations=25 \
-  --junitxml="$reports/service.xml" -m "service" "${ignored[@]}" tests || service_failed
-echo "== service tests side by side: ${side_streaming[*]##*/} | ${side_batch[*]##*/}"
-side streaming "${side_streaming[@]}" &
-streaming_pid=$!
-batch_status=0 streaming_status=0
-side batch "${side_batch[@]}" || batch_status=$?
-wait "$streaming_pid" || streaming_status=$?
-for name in streaming batch; do
-  echo "-- $name ($reports/service-$name.log)"
-  cat "$reports/service-$name.log"
-done
-((streaming_status == 0 && batch_status == 0)) || service_failed
+  --junitxml="$reports/service.xml" -m "service" "${ignored[@]}" tests || main_status=$?
+second_status=0
+if ((one_stack)); then
+  ((main_status)) || second_stack_tests || second_status=$?
+else
+  wait "$second_pid" || second_status=$?
+  echo "-- the second stack ($reports/service-second.log)"
+  cat "$reports/service-second.log"
+fi
+if ((second_status && !one_stack)); then
+  env "${second_stack[@]}" .venv/bin/lineage-lab stack status || true
+  echo "the second stack's service logs: env ${second_stack[*]} .venv/bin/lineage-lab stack logs SERVICE" >&2
+fi
+((main_status == 0 && second_status == 0)) || service_failed
 phase service passed
 cpu_report
 echo "== after the suite: what it left in the stack"

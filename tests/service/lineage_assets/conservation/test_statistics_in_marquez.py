@@ -42,10 +42,12 @@ from tests.support.supplier_stats_job import Topic
 pytestmark = pytest.mark.service
 
 NAMESPACE = "lineage-lab"
-ORDERS = ("kafka://127.0.0.1:9092", "orders")
+#: the broker the stack's clients reach (scripts/test.sh runs some modules on a second stack, on other ports)
+KAFKA = f"kafka://{StackSettings.from_env().kafka_bootstrap}"
+ORDERS = (KAFKA, "orders")
 ICEBERG_ORDERS = ("s3://warehouse", "default/orders")
 ARCHIVE = ("s3://orders-archive", "topics/orders")
-SUPPLIER_STATS = ("kafka://127.0.0.1:9092", "supplier-stats")
+SUPPLIER_STATS = (KAFKA, "supplier-stats")
 KEY = re.compile(r"topics/orders/partition=(\d+)/orders\+(\d+)\+(\d{20})\.jsonl")
 #: orders inserted per batch; another batch follows while no check run has told a run about new rows
 BATCH = 300
