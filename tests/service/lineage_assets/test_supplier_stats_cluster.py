@@ -82,7 +82,10 @@ def materialize(settings, pipeline, lineage) -> dg.MaterializeResult:
 
 
 def lineage_shape(events: list[dict]) -> set:
-    """What the Spark listener said about datasets, independent of run ids, times and engine facets."""
+    """What the Spark listener said about datasets, independent of run ids, times and engine facets. An event that
+    names no dataset says nothing about them: the listener sends the START of the `CREATE TABLE IF NOT EXISTS`
+    action (a no-op once the table exists) with no dataset in some runs and not at all in others, local mode or
+    not (a fresh clone, 2026-12-07); its COMPLETE names the table."""
 
     def dataset(d: dict) -> tuple:
         facets = d.get("facets", {})
@@ -101,7 +104,7 @@ def lineage_shape(events: list[dict]) -> set:
             tuple(sorted(map(dataset, e.get("outputs", [])))),
         )
         for e in events
-        if e["job"]["name"].startswith(SPARK_JOB)
+        if e["job"]["name"].startswith(SPARK_JOB) and (e.get("inputs") or e.get("outputs"))
     }
 
 
