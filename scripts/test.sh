@@ -274,6 +274,7 @@ second_sequence=(
   tests/service/lineage_assets/test_dead_letter_monitor.py
   tests/service/lineage_assets/test_hung_store.py
   tests/service/lineage_assets/test_new_orders_sensor.py
+  tests/service/lineage_assets/test_schema_evolution.py
   tests/service/lineage_assets/test_supplier_stats_quiet_stream.py
 )
 # Then two groups run side by side on the second stack, as two pytest processes at once: each mostly waits (the
