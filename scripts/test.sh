@@ -69,6 +69,13 @@ second_stack=(
   LINEAGE_LAB_MARQUEZ_WEB_PORT=23001 LINEAGE_LAB_FLINK_REST_PORT=28081 LINEAGE_LAB_FLINK_RPC_PORT=26123
   LINEAGE_LAB_DAGSTER_PORT=23000
 )
+second_pid=""  # the second stack's tests in the background (below): stopped by on_exit when the run ends before them
+# kill_tree PID: TERM to a process and all its descendants (the background tests: a subshell, pytest, their children)
+kill_tree() {
+  local child
+  for child in $(pgrep -P "$1" 2>/dev/null); do kill_tree "$child"; done
+  kill -TERM "$1" 2>/dev/null || true
+}
 second_stack_down() {
   [[ -d $second_home/run ]] || return 0
   env "${second_stack[@]}" .venv/bin/lineage-lab stack down >"$reports/second-stack-down.log" 2>&1 || true
@@ -82,6 +89,7 @@ on_exit() {
   # the stack still coming up in the background when the run fails: waited for, then stopped with it
   if [[ -n $stack_pid ]]; then wait "$stack_pid" || true; fi
   if ((started_here)); then .venv/bin/lineage-lab stack down || true; fi
+  if [[ -n $second_pid ]]; then kill_tree "$second_pid"; fi
   second_stack_down
   [[ -x $py ]] || py=python3
   if is_ci; then ci=(--ci --expected .ci/expected-skips); fi
@@ -319,7 +327,7 @@ second_stack_tests() {
     fi
     tail -n 1 "$reports/stack-second.log"
   fi
-  echo "== the second stack's sequence: ${second_sequence[*]##*/}"
+  echo "== the second sequence: ${second_sequence[*]##*/}"
   LINEAGE_LAB_CPU_BY_MODULE="$reports/cpu-by-module-second.tsv" .venv/bin/pytest -q --strict-markers \
     --durations=15 --junitxml="$reports/service-second.xml" -m service "${second_sequence[@]}" || return 1
   echo "== side by side: ${side_streaming[*]##*/} | ${side_batch[*]##*/}"
@@ -345,13 +353,14 @@ if env | grep -q '^LINEAGE_LAB_EXTERNAL_[A-Z_]*=.'; then
   echo "a LINEAGE_LAB_EXTERNAL_* service is set: every service module runs on one stack, one sequence after another"
 fi
 # the service tests only: the unit tests ran above, and no test runs twice; the 25 slowest are listed at the end
-echo "== service tests on two stacks (the second stack's output: $reports/service-second.log, shown at the end)"
 phase service running
 # the phase is CPU-bound on 2 cores: a sampler records which service's processes (or the tests') spent it
 .venv/bin/python scripts/cpu_account.py sample "$reports/cpu-samples.jsonl" &
 sampler_pid=$!
-second_pid=""
-if ((!one_stack)); then
+if ((one_stack)); then
+  echo "== service tests on one stack"
+else
+  echo "== service tests on two stacks (the second stack's output: $reports/service-second.log, shown at the end)"
   second_stack_tests >"$reports/service-second.log" 2>&1 &
   second_pid=$!
 fi
@@ -366,6 +375,7 @@ if ((one_stack)); then
   ((main_status)) || second_stack_tests || second_status=$?
 else
   wait "$second_pid" || second_status=$?
+  second_pid=""
   echo "-- the second stack ($reports/service-second.log)"
   cat "$reports/service-second.log"
 fi
