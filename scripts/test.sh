@@ -78,7 +78,7 @@ kill_tree() {
 }
 second_stack_down() {
   [[ -d $second_home/run ]] || return 0
-  env "${second_stack[@]}" .venv/bin/lineage-lab stack down >"$reports/second-stack-down.log" 2>&1 || true
+  env "${second_stack[@]}" .venv/bin/lineage-lab stack down >>"$reports/second-stack-down.log" 2>&1 || true
 }
 on_exit() {
   local status=$? py=.venv/bin/python ci=()
