@@ -234,9 +234,10 @@ def _print_acceptances(args: argparse.Namespace, stores: Stores) -> int:
     """``--acceptances``: the accepted changes of each hop (or those of ``--job``), with who accepted them and when."""
     import json
 
-    from lineage_assets.conservation.reconcile import READERS, accepted_of
+    from lineage_assets.conservation.reconcile import accepted_of
+    from lineage_assets.conservation.rules import reconciled_hops
 
-    chosen = [j for j in READERS if not args.job or j in args.job]
+    chosen = [j for j in reconciled_hops(stores.pipeline) if not args.job or j in args.job]
     found = {job: accepted_of(stores, job) for job in chosen}
     if args.json:
         print(json.dumps({job: [a.as_dict() for a in made] for job, made in found.items()}, indent=2))

@@ -14,8 +14,9 @@ import dagster as dg
 from lineage_assets.checks.hop_statistics import tell_open_run
 from lineage_assets.connect.resource import ConnectResource
 from lineage_assets.conservation.balance import HopBalance
-from lineage_assets.conservation.hops import Hop, hops
-from lineage_assets.conservation.reconcile import READERS, reconcile
+from lineage_assets.conservation.hops import Hop
+from lineage_assets.conservation.reconcile import reconcile
+from lineage_assets.conservation.rules import reconciled_hops
 from lineage_assets.conservation.stores import Stores
 from lineage_assets.flink.resource import FlinkResource
 from lineage_assets.kafka.resource import KafkaResource
@@ -38,7 +39,7 @@ FIGURES = ("in", "out", "dead_letters", "pending", "missing", "duplicates")
 
 
 def checked_hops(pipeline: Pipeline) -> list[Hop]:
-    return [h for name, h in hops(pipeline).items() if name in READERS]
+    return list(reconciled_hops(pipeline).values())
 
 
 def result_for(balance: HopBalance, key: dg.AssetKey, pending_warn_s: int, now: float) -> dg.AssetCheckResult:

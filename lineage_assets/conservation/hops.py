@@ -1,5 +1,5 @@
-"""The hops to reconcile, derived from the identity module's jobs: each job that reads one dataset and writes
-others is a hop from its input to its data outputs, with its dead-letter topic apart (what it refused on purpose).
+"""The hops to reconcile, derived from the identity module's jobs: each job declared with a ``kind`` is a hop from
+its one input to its data outputs, with its dead-letter topic apart (what it refused on purpose).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def hops(pipeline: Pipeline) -> dict[str, Hop]:
     """job name -> its hop, in the pipeline's order (the data flow)."""
     found: dict[str, Hop] = {}
     for job in pipeline.jobs.values():
-        if len(job.inputs) != 1 or not job.outputs:
+        if job.kind is None or not job.outputs:
             continue
         dead = pipeline.dead_letter_dataset(job.name) if job.name in DEAD_LETTER_TOPICS else None
         outputs = tuple(pipeline.dataset(k) for k in job.outputs if dead is None or k != dead.key)

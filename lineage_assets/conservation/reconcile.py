@@ -1,10 +1,9 @@
-"""Reconcile every hop of the pipeline: each hop's reader (one module per kind of store) produces its counts, and
+"""Reconcile every hop of the pipeline: each hop's reader (rules.py, by the job's kind) produces its counts, and
 a hop that looks lost or doubled while its job runs is read again at the next cut before it is reported (a job
 commits its outputs and its input offsets in two steps, so one look can fall between them)."""
 
 from __future__ import annotations
 
-import importlib
 import logging
 import time
 from collections.abc import Callable
@@ -13,39 +12,25 @@ from dataclasses import replace
 from lineage_assets.conservation import acceptances, key_audit
 from lineage_assets.conservation.acceptances import Acceptance
 from lineage_assets.conservation.balance import HopBalance, StoreUnavailable
-from lineage_assets.conservation.hops import Hop, hops
+from lineage_assets.conservation.hops import Hop
+from lineage_assets.conservation.rules import reader_of, reconciled_hops
 from lineage_assets.conservation.store import Busy
 from lineage_assets.conservation.stores import Stores
-from lineage_assets.lineage.identity import SPARK_SUPPLIER_STATS_JOB
 
 log = logging.getLogger(__name__)
 
-#: job -> the module that reads its hop (``balance(hop, stores) -> HopBalance``)
-READERS = {
-    "orders-source": "lineage_assets.conservation.orders_source",
-    "orders-s3-sink": "lineage_assets.conservation.archive",
-    "supplier-stats": "lineage_assets.conservation.supplier_windows",
-    "iceberg-ingestion": "lineage_assets.conservation.iceberg_ingestion_hop",
-    SPARK_SUPPLIER_STATS_JOB: "lineage_assets.conservation.spark_days",
-}
 #: seconds to wait before reading a streaming hop again when one look shows a loss or duplicates (two checkpoints
 #: of the Flink jobs, one flush of the sink)
 CONFIRM_AFTER_S = 25.0
-
-Reader = Callable[[Hop, Stores], HopBalance]
-
-
-def reader(job: str) -> Reader:
-    return importlib.import_module(READERS[job]).balance
 
 
 def accept(stores: Stores, job: str, refs: list[str], by: str) -> list[Acceptance]:
     """Record other writers' changes to ``job``'s output as intended (``refs``: their references), each up to the
     position a reading made now under the hop's lock names (nothing can be counted in between); a ref that reading
     does not name raises ``AcceptanceError``."""
-    hop = hops(stores.pipeline)[job]
+    hop = reconciled_hops(stores.pipeline)[job]
     with stores.counts.locked(job):
-        now = reader(job)(hop, stores).with_accepted(acceptances.covered(stores.counts, job))
+        now = reader_of(hop)(hop, stores).with_accepted(acceptances.covered(stores.counts, job))
         named = {w.reference: w for w in now.other_writers}
         return acceptances.record(stores.counts, job, acceptances.chosen(named, refs, job), by, time.time())
 
@@ -71,7 +56,7 @@ def balance_of(hop: Hop, stores: Stores, lock_timeout: float | None = None) -> H
     started = time.monotonic()
     try:
         with stores.counts.locked(hop.job.name, lock_timeout):
-            found = reader(hop.job.name)(hop, stores)
+            found = reader_of(hop)(hop, stores)
         found = found.with_accepted(acceptances.covered(stores.counts, hop.job.name))
         if stores.deep:
             found = replace(found, notes=(*found.notes, *deep_notes(hop, stores)))
@@ -105,7 +90,7 @@ def reconcile(
     lock_timeout: float | None = None,
 ) -> list[HopBalance]:
     """Every hop's balance (or those of ``jobs``), in the order of the data flow."""
-    chosen = [h for name, h in hops(stores.pipeline).items() if name in READERS and (not jobs or name in jobs)]
+    chosen = [h for name, h in reconciled_hops(stores.pipeline).items() if not jobs or name in jobs]
     found = [balance_of(h, stores, lock_timeout) for h in chosen]
     doubtful = [i for i, b in enumerate(found) if b.lost_or_doubled and chosen[i].job.processing_type == "STREAMING"]
     if doubtful and confirm_after_s > 0:

@@ -36,6 +36,14 @@ class Symlink:
     type: str = "TABLE"
 
 
+#: the kind of store a dataset lives in, which says how its records are counted (conservation's counters)
+StoreKind = Literal["kafka_topic", "iceberg_table", "object_prefix", "postgres_table"]
+#: what a job does to its input's records, which says how its hop balances (conservation's rules): a 1:1 copy with
+#: dead letters, a change-data-capture source, a windowed aggregation (with windows still open), a batch aggregation
+#: per partition
+JobKind = Literal["copy", "cdc_source", "windowed_aggregation", "batch_aggregation"]
+
+
 @dataclass(frozen=True)
 class Dataset:
     key: str
@@ -56,6 +64,17 @@ class Dataset:
     def node_id(self) -> str:
         """The dataset's id in Marquez's lineage graph."""
         return f"dataset:{self.namespace}:{self.name}"
+
+    @property
+    def store_kind(self) -> StoreKind:
+        """Where the records are, from the namespace's scheme: a table in an object store is an Iceberg table when
+        it has a catalog name (a symlink), else a prefix of objects."""
+        scheme = self.namespace.split("://", 1)[0]
+        if scheme == "kafka":
+            return "kafka_topic"
+        if scheme == "postgres":
+            return "postgres_table"
+        return "iceberg_table" if self.symlinks else "object_prefix"
 
     @property
     def qualified_name(self) -> str:
@@ -104,8 +123,15 @@ class Job:
     column_lineage: dict[str, dict[str, tuple[ColumnSource, ...]]] = field(default_factory=dict)
     description: str = ""
     parent: str | None = None
+    #: how the job's hop is reconciled (conservation): None for a job that moves no records of its own
+    kind: JobKind | None = None
 
     def __post_init__(self) -> None:
+        if self.kind and len(self.inputs) != 1:
+            raise ValueError(
+                f"job {self.name!r} is declared kind={self.kind!r} but reads {len(self.inputs)} datasets: a "
+                "conservation rule balances one input against its outputs; declare one input or no kind"
+            )
         if self.parent and not self.name.startswith(self.parent + "."):
             raise naming.NamingError(
                 f"job {self.name!r} has parent {self.parent!r}: Marquez would file it as "
@@ -299,6 +325,7 @@ class Pipeline:
                 ("kafka_orders",),
                 {"kafka_orders": _identity_map("source_orders", order_fields)},
                 "Debezium CDC of the orders table, envelope flattened",
+                kind="cdc_source",
             ),
             Job(
                 "orders-s3-sink",
@@ -310,6 +337,7 @@ class Pipeline:
                 ("archive_orders", "dlq_orders_s3_sink"),
                 {"archive_orders": _identity_map("kafka_orders", order_fields)},
                 "Connect S3 sink: JSON lines",
+                kind="copy",
             ),
             Job(
                 "supplier-stats",
@@ -329,6 +357,7 @@ class Pipeline:
                     }
                 },
                 "Flink DataStream: per-supplier 5 s tumbling windows on event time",
+                kind="windowed_aggregation",
             ),
             Job(
                 "iceberg-ingestion",
@@ -346,6 +375,7 @@ class Pipeline:
                     }
                 },
                 "Flink Table API: Kafka orders (Avro) into Iceberg default.orders",
+                kind="copy",
             ),
             Job(
                 DAGSTER_JOB,
@@ -377,6 +407,7 @@ class Pipeline:
                 },
                 "PySpark: hourly totals per supplier for one day",
                 parent=DAGSTER_JOB,
+                kind="batch_aggregation",
             ),
         ]
         return cls({d.key: d for d in datasets}, {j.name: j for j in jobs})

@@ -186,11 +186,7 @@ def test_the_drift_report_expects_it_in_marquez(pipeline):
     ) in report.drift
 
 
-def test_its_job_is_a_hop_but_has_no_conservation_check_without_a_reader(pipeline):
-    hop = hops(pipeline)["dagster.supplier_daily"]
-    assert (hop.input.key, [d.key for d in hop.outputs], hop.dead_letters) == (
-        "iceberg_supplier_stats",
-        ["iceberg_supplier_daily"],
-        None,
-    )
-    assert "dagster.supplier_daily" not in {h.job.name for h in checked_hops(pipeline)}
+def test_its_job_without_a_kind_is_neither_a_hop_nor_checked(pipeline):
+    assert pipeline.job(NEW_JOB).kind is None
+    assert NEW_JOB not in hops(pipeline)
+    assert NEW_JOB not in {h.job.name for h in checked_hops(pipeline)}

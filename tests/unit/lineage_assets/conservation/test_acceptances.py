@@ -227,7 +227,7 @@ def stores(counts):
 
 def named(monkeypatch, *writers: OtherWriter) -> None:
     balance = HopBalance("iceberg-ingestion", "i", ("o",), 100, 104, 0, 0, other_writers=writers)
-    monkeypatch.setattr(rec, "reader", lambda job: lambda hop, stores: balance)
+    monkeypatch.setattr(rec, "reader_of", lambda hop: lambda hop, stores: balance)
 
 
 def test_reconcile_accepts_what_it_names_lists_it_and_revokes_it(monkeypatch, stores):

@@ -29,7 +29,7 @@ def fake_readers(monkeypatch, looks: dict[str, list]):
 
         return read
 
-    monkeypatch.setattr(rec, "reader", reader)
+    monkeypatch.setattr(rec, "reader_of", lambda hop: reader(hop.job.name))
 
 
 def test_a_streaming_hop_that_looks_lost_is_read_again_before_it_is_reported(monkeypatch, stores):
@@ -97,7 +97,9 @@ def test_deep_adds_the_key_audit_notes_and_an_unreadable_audit_keeps_the_counts(
         return [f"audited {job}"] if job == "iceberg-ingestion" else []
 
     monkeypatch.setattr(rec.key_audit, "audit", audit)
-    monkeypatch.setattr(rec, "reader", lambda job: lambda hop, stores: HopBalance(job, "in", (), 5, 5, 0, 0))
+    monkeypatch.setattr(
+        rec, "reader_of", lambda hop: lambda hop, stores: HopBalance(hop.job.name, "in", (), 5, 5, 0, 0)
+    )
     stores = SimpleNamespace(pipeline=PIPELINE, counts=CountStore(tmp_path / "counts.sqlite"), deep=True)
     found = {b.job: b for b in rec.reconcile(stores, confirm_after_s=0)}
     assert found["iceberg-ingestion"].notes == ("audited iceberg-ingestion",)
@@ -131,6 +133,6 @@ def test_the_key_audit_is_given_the_hop_and_the_stores(monkeypatch, stores):
         return ["audited"]
 
     monkeypatch.setattr(rec.key_audit, "audit", audit)
-    hop = rec.hops(stores.pipeline)["iceberg-ingestion"]
+    hop = rec.reconciled_hops(stores.pipeline)["iceberg-ingestion"]
     assert rec.deep_notes(hop, stores) == ["audited"]
     assert seen == [("iceberg-ingestion", "iceberg-ingestion", True)]
