@@ -59,7 +59,7 @@ from lineage_assets.freshness import PipelineTunables
 from lineage_assets.kafka.topics import end_offsets as kafka_end_offsets
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.lineage.resource import LineageResource
-from lineage_assets.resources import build_resources
+from lineage_assets.resources import build_resources, opened_resources
 from tests.support.new_orders_pause import new_orders_sensor_paused, stack_sensor
 
 SUPPLIERS = ["Alice", "Bob", "Carol", "Alex", "Joe", "James", "Jane", "Jack"]
@@ -430,7 +430,7 @@ def measure(settings: StackSettings, args: argparse.Namespace) -> None:
     client = FlinkClient(settings)
     outbox = Path(tempfile.mkdtemp()) / "outbox.sqlite"
     jobs = deploy(settings, outbox)
-    table = build_resources(settings)["iceberg"].catalog().load_table("default.orders")
+    table = opened_resources(settings, ["iceberg"]).iceberg.catalog().load_table("default.orders")
     probe = Consumer({"bootstrap.servers": settings.kafka_bootstrap, "group.id": "bench-probe"})
     encoder = OrderEncoder(settings)
     encoder.check()

@@ -31,8 +31,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import dagster as dg
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.flink_throughput import OrderEncoder, produce
@@ -41,7 +39,7 @@ from lineage_assets.conservation.reconcile import reconcile
 from lineage_assets.conservation.stores import RESOURCE_KEYS, Stores, count_store_path
 from lineage_assets.kafka.topics import consumer_lag, end_offsets
 from lineage_assets.lineage.identity import Pipeline
-from lineage_assets.resources import build_resources
+from lineage_assets.resources import opened_resources
 from tests.support.new_orders_pause import new_orders_sensor_paused
 
 GROUPS = ("iceberg-ingestion", "supplier-stats", "connect-orders-s3-sink")
@@ -81,11 +79,10 @@ def cli_run(env: dict[str, str]) -> tuple[float, list[dict]]:
 
 
 def in_process(settings: StackSettings, pipeline: Pipeline) -> float:
-    wanted = {k: v for k, v in build_resources(settings).items() if k in RESOURCE_KEYS}
-    with dg.build_resources(wanted) as resources:
-        started = time.perf_counter()
-        reconcile(Stores(pipeline, resources, count_store_path(settings)), confirm_after_s=0)
-        return time.perf_counter() - started
+    resources = opened_resources(settings, RESOURCE_KEYS)
+    started = time.perf_counter()
+    reconcile(Stores(pipeline, resources, count_store_path(settings)), confirm_after_s=0)
+    return time.perf_counter() - started
 
 
 def describe(hops: list[dict]) -> str:

@@ -29,18 +29,18 @@ if TYPE_CHECKING:
 def resume_flink_jobs(settings: StackSettings) -> list[str]:
     """Resume the pipeline's Flink jobs that ``stack down`` suspended; the errors, if any. The wired resources are
     built here, on the top floor, so suspension (a technology module) never imports the wiring above it."""
-    from lineage_assets.flink.suspension import resume
-    from lineage_assets.resources import build_resources
+    from lineage_assets.flink.suspension import RESOURCE_KEYS, resume
+    from lineage_assets.resources import opened_resources
 
-    return resume(settings, build_resources(settings))
+    return resume(settings, opened_resources(settings, RESOURCE_KEYS))
 
 
 def suspend_flink_jobs(settings: StackSettings) -> None:
     """Suspend the pipeline's Flink jobs with savepoints, so that ``stack up`` resumes them."""
-    from lineage_assets.flink.suspension import suspend
-    from lineage_assets.resources import build_resources
+    from lineage_assets.flink.suspension import RESOURCE_KEYS, suspend
+    from lineage_assets.resources import opened_resources
 
-    suspend(settings, build_resources(settings))
+    suspend(settings, opened_resources(settings, RESOURCE_KEYS))
 
 
 def endpoints(settings: StackSettings) -> dict[str, str]:
@@ -164,15 +164,12 @@ def _impact(args: argparse.Namespace, settings: StackSettings) -> int:
 def _reconcile(args: argparse.Namespace, settings: StackSettings) -> int:
     import getpass
     import json
-    from types import SimpleNamespace
-
-    import dagster as dg
 
     from lineage_assets.conservation.acceptances import AcceptanceError
     from lineage_assets.conservation.reconcile import accepted_of, reconcile
     from lineage_assets.conservation.stores import RESOURCE_KEYS, Stores, count_store_path
     from lineage_assets.lineage.identity import Pipeline
-    from lineage_assets.resources import build_resources
+    from lineage_assets.resources import opened_resources
 
     pipeline = Pipeline.from_settings(settings)
     unknown_jobs = sorted(set(args.job) - set(pipeline.jobs))
@@ -185,15 +182,7 @@ def _reconcile(args: argparse.Namespace, settings: StackSettings) -> int:
             file=sys.stderr,
         )
         return 2
-    # the resources as a check gets them, their EnvVars resolved here: `dg.build_resources` would make an ephemeral
-    # Dagster instance for resources that need no setup (2-3 s of a run's fixed cost)
-    resources = SimpleNamespace(
-        **{
-            k: type(r)(**{f: (v.get_value() if isinstance(v, dg.EnvVar) else v) for f, v in r})
-            for k, r in build_resources(settings).items()
-            if k in RESOURCE_KEYS
-        }
-    )
+    resources = opened_resources(settings, RESOURCE_KEYS)
     stores = Stores(
         pipeline, resources, count_store_path(settings), deep=args.deep, deep_range={"last": args.deep_last}
     )

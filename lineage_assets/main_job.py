@@ -32,6 +32,7 @@ from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.lineage.marquez_client import MarquezError, lineage_page
 from lineage_assets.lineage.outbox import Outbox
 from lineage_assets.metadata import asset_key
+from lineage_assets.resources import opened_resources
 from lineage_assets.spark.new_orders_sensor import SUPPLIER_STATS_DAYS_JOB, owed_days
 
 BATCH = "iceberg_supplier_stats"
@@ -66,7 +67,6 @@ def run_main_job(defs: dg.Definitions, settings: StackSettings, orders: int = 20
 
 def _steps(settings: StackSettings, orders: int, pipeline, defs, runs: _InProcessRuns, steps: Steps) -> bool:
     instance = runs.instance
-    resources = defs.resources
     begun = time.monotonic()
     steps.write(f"Pipeline run, {orders} orders. {runs.where()}")
 
@@ -79,10 +79,9 @@ def _steps(settings: StackSettings, orders: int, pipeline, defs, runs: _InProces
     _job_step(steps, runs, f"generate {orders} orders", "generate_orders_job", config)
 
     with steps.step("orders into Iceberg (Flink)") as step:
-        # built as Dagster builds it for a run: secrets given as EnvVar resolve to their values
-        with dg.build_resources({"iceberg": resources["iceberg"], "connect": resources["connect"]}) as built:
-            table = built.iceberg.catalog().load_table(pipeline.dataset("iceberg_orders").symlinks[0].name)
-            connect = built.connect.client()
+        opened = opened_resources(settings, ("iceberg", "connect"))
+        table = opened.iceberg.catalog().load_table(pipeline.dataset("iceberg_orders").symlinks[0].name)
+        connect = opened.connect.client()
         # in the pipeline's order, the CDC source first: the diagnosis names the first failed connector
         connectors = [j.name for j in pipeline.jobs.values() if j.integration == "KAFKA_CONNECT"]
         arrived = 0

@@ -5,6 +5,9 @@ here."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from types import SimpleNamespace
+
 import dagster as dg
 
 from infra.settings import ENV_PREFIX, KAFKA_SECRET_FIELDS, StackSettings
@@ -95,6 +98,28 @@ def build_resources(settings: StackSettings) -> dict[str, dg.ConfigurableResourc
             read_timeout_s=settings.store_read_timeout_s,
         ),
     }
+
+
+def opened_resources(settings: StackSettings, keys: Iterable[str]) -> SimpleNamespace:
+    """The wired resources named by ``keys`` as a Dagster run gets them (each ``EnvVar`` read from the environment),
+    for code that runs outside a run: the CLI, ``stack down``'s suspension, the main job's own waits, benchmarks.
+    The one way to do it: none of these resources needs setting up, so no ephemeral Dagster instance is made for
+    them (``dg.build_resources`` would make one, 2-3 s). Spark's does need it, and is refused."""
+    keys = tuple(keys)
+    if "spark" in keys:
+        raise ValueError("the spark resource starts a Spark session when set up: use it inside a Dagster run")
+    wired = build_resources(settings)
+    unknown = sorted(set(keys) - set(wired))
+    if unknown:
+        raise KeyError(f"no resource {unknown}; the wired ones: {sorted(wired)}")
+    return SimpleNamespace(**{key: _resolved(wired[key]) for key in keys})
+
+
+def _resolved(resource: dg.ConfigurableResource) -> dg.ConfigurableResource:
+    """The resource with each ``EnvVar`` field replaced by the variable's value (an unset variable raises)."""
+    return type(resource)(
+        **{name: value.get_value() if isinstance(value, dg.EnvVar) else value for name, value in resource}
+    )
 
 
 def build_spark_resource(settings: StackSettings):

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
-
-import dagster as dg
+from types import SimpleNamespace
 
 from flink_jobs import deployment
 from infra.settings import StackSettings
@@ -40,13 +39,12 @@ def suspended_file(settings: StackSettings) -> Path:
     return settings.data_dir / "flink" / "suspended.json"
 
 
-def _resources(resources: Mapping[str, object]) -> dict:
-    """The wired resources suspension uses (Kafka's registry and security, the Iceberg catalog, lineage), from all
-    of them: the caller (the app's CLI, on top) builds them, since this module sits below the wiring."""
-    return {k: v for k, v in resources.items() if k in ("kafka", "iceberg", "lineage")}
+#: the wired resources suspension uses (Kafka's registry and security, the Iceberg catalog, lineage); the caller (the
+#: app's CLI, on top) opens them, since this module sits below the wiring
+RESOURCE_KEYS = ("kafka", "iceberg", "lineage")
 
 
-def suspend(settings: StackSettings, resources: Mapping[str, object], log: Callable[[str], None] = print) -> list[dict]:
+def suspend(settings: StackSettings, resources: SimpleNamespace, log: Callable[[str], None] = print) -> list[dict]:
     """Stop the pipeline's jobs running on the stack's own cluster with a savepoint and record them; an external
     cluster is left alone (the stack does not stop it)."""
     if settings.external_flink:
@@ -59,37 +57,36 @@ def suspend(settings: StackSettings, resources: Mapping[str, object], log: Calla
         return []
     pipeline = Pipeline.from_settings(settings)
     records = []
-    with dg.build_resources(_resources(resources)) as res:
-        builder, _ = observed_event_builder(pipeline, res.kafka.registry())
-        emitter = res.lineage.emitter()
-        for name in specs(pipeline):
-            job = client.active(name)
-            if job is None:
-                continue
-            config = client.user_config(job.jid)
-            args = deployment.decode_args(config.get(deployment.ARGS, ""))
-            try:
-                savepoint = client.stop_with_savepoint(job.jid, name=name)
-            except FlinkError as exc:
-                log(f"  {name}: stop with savepoint failed, its retained checkpoint is the newest state: {exc}")
-                continue
-            run_id = flink_run_id(pipeline.job(name), job.jid, job.start_time_ms)
-            account = reportable(pipeline, read_account(client, pipeline, name, job.jid))
-            emitter.emit(
-                builder.event(
-                    name, RunState.COMPLETE, run_id, event_time=dt.datetime.now(dt.UTC), engine=ENGINE, account=account
-                )
+    builder, _ = observed_event_builder(pipeline, resources.kafka.registry())
+    emitter = resources.lineage.emitter()
+    for name in specs(pipeline):
+        job = client.active(name)
+        if job is None:
+            continue
+        config = client.user_config(job.jid)
+        args = deployment.decode_args(config.get(deployment.ARGS, ""))
+        try:
+            savepoint = client.stop_with_savepoint(job.jid, name=name)
+        except FlinkError as exc:
+            log(f"  {name}: stop with savepoint failed, its retained checkpoint is the newest state: {exc}")
+            continue
+        run_id = flink_run_id(pipeline.job(name), job.jid, job.start_time_ms)
+        account = reportable(pipeline, read_account(client, pipeline, name, job.jid))
+        emitter.emit(
+            builder.event(
+                name, RunState.COMPLETE, run_id, event_time=dt.datetime.now(dt.UTC), engine=ENGINE, account=account
             )
-            records.append(
-                {
-                    "name": name,
-                    "jid": job.jid,
-                    "version": config.get(deployment.VERSION),
-                    "args": args,
-                    "savepoint": savepoint,
-                }
-            )
-            log(f"  {name}: job {job.jid} suspended with savepoint {savepoint}")
+        )
+        records.append(
+            {
+                "name": name,
+                "jid": job.jid,
+                "version": config.get(deployment.VERSION),
+                "args": args,
+                "savepoint": savepoint,
+            }
+        )
+        log(f"  {name}: job {job.jid} suspended with savepoint {savepoint}")
     if records:
         path = suspended_file(settings)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -97,7 +94,7 @@ def suspend(settings: StackSettings, resources: Mapping[str, object], log: Calla
     return records
 
 
-def resume(settings: StackSettings, resources: Mapping[str, object], log: Callable[[str], None] = print) -> list[str]:
+def resume(settings: StackSettings, resources: SimpleNamespace, log: Callable[[str], None] = print) -> list[str]:
     """Start again, from their savepoints, the jobs `suspend` recorded; returns the errors (empty: all resumed).
     A job of that name that already runs is left as it is."""
     path = suspended_file(settings)
@@ -107,27 +104,26 @@ def resume(settings: StackSettings, resources: Mapping[str, object], log: Callab
     client = FlinkClient(settings)
     known = specs(Pipeline.from_settings(settings))
     left, errors = [], []
-    with dg.build_resources(_resources(resources)) as res:
-        for record in records:
-            name, args = record["name"], record.get("args")
-            running = client.active(name)
-            if running is not None:
-                log(f"  {name}: already runs as {running.jid}, not resumed")
-                continue
-            if args is None or name not in known:
-                errors.append(f"{name}: its arguments are unknown (started by an older build); deploy it from Dagster")
-                continue
-            spec = known[name]
-            settings_part = str(record.get("version") or "").partition(".")[2] or "resumed"
-            version = f"{spec.code_version()}.{settings_part}"
-            env = job_environment(res.kafka, res.iceberg if name == iceberg_ingestion_asset.JOB else None)
-            try:
-                job = submit(client, spec, args, version, record["savepoint"], env=env)
-            except FlinkError as exc:
-                errors.append(f"{name}: resuming from {record['savepoint']} failed: {exc}")
-                left.append(record)
-                continue
-            log(f"  {name}: resumed from {record['savepoint']} as job {job.jid}")
+    for record in records:
+        name, args = record["name"], record.get("args")
+        running = client.active(name)
+        if running is not None:
+            log(f"  {name}: already runs as {running.jid}, not resumed")
+            continue
+        if args is None or name not in known:
+            errors.append(f"{name}: its arguments are unknown (started by an older build); deploy it from Dagster")
+            continue
+        spec = known[name]
+        settings_part = str(record.get("version") or "").partition(".")[2] or "resumed"
+        version = f"{spec.code_version()}.{settings_part}"
+        env = job_environment(resources.kafka, resources.iceberg if name == iceberg_ingestion_asset.JOB else None)
+        try:
+            job = submit(client, spec, args, version, record["savepoint"], env=env)
+        except FlinkError as exc:
+            errors.append(f"{name}: resuming from {record['savepoint']} failed: {exc}")
+            left.append(record)
+            continue
+        log(f"  {name}: resumed from {record['savepoint']} as job {job.jid}")
     if left:
         path.write_text(json.dumps(left, indent=2))
     else:
