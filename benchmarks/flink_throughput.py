@@ -55,11 +55,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repo root
 from infra.settings import StackSettings
 from lineage_assets.flink import iceberg_ingestion_asset, supplier_stats_stream_asset
 from lineage_assets.flink.client import FlinkClient
-from lineage_assets.freshness import PipelineTunables
 from lineage_assets.kafka.topics import end_offsets as kafka_end_offsets
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.lineage.resource import LineageResource
 from lineage_assets.resources import build_resources, opened_resources
+from lineage_assets.tunables import PipelineTunables
 from tests.support.new_orders_pause import new_orders_sensor_paused, stack_sensor
 
 SUPPLIERS = ["Alice", "Bob", "Carol", "Alex", "Joe", "James", "Jane", "Jack"]

@@ -27,7 +27,6 @@ from lineage_assets.flink.iceberg_ingestion_asset import build_iceberg_ingestion
 from lineage_assets.flink.sensor import build_flink_job_sensor
 from lineage_assets.flink.supplier_stats_stream_asset import build_supplier_stats_stream_asset
 from lineage_assets.flink.version_drift import build_version_drift_checks
-from lineage_assets.freshness import PipelineTunables
 from lineage_assets.jobs import build_main_jobs
 from lineage_assets.kafka.dead_letter_monitor import build_dead_letter_sensor, build_dead_letter_share_check
 from lineage_assets.kafka.dead_letter_topics import build_dead_letter_specs
@@ -38,6 +37,7 @@ from lineage_assets.source.generator import generate_orders_job
 from lineage_assets.spark.new_orders_sensor import build_supplier_stats_partition_sensor
 from lineage_assets.spark.schedules import build_finalise_yesterday_schedule
 from lineage_assets.spark.supplier_stats_batch import build_supplier_stats_asset
+from lineage_assets.tunables import PipelineTunables
 
 
 def build_definitions(settings: StackSettings) -> dg.Definitions:

@@ -13,9 +13,9 @@ import dagster as dg
 from lineage_assets.checks.engine_lineage import readers
 from lineage_assets.connect.runs import ENGINE as CONNECT_ENGINE
 from lineage_assets.conservation.balance import HopBalance
+from lineage_assets.conservation.count_store import CountStore
 from lineage_assets.conservation.hops import Hop
 from lineage_assets.conservation.statistics import statistics_event
-from lineage_assets.conservation.store import CountStore
 from lineage_assets.flink.runs import ENGINE as FLINK_ENGINE
 from lineage_assets.kafka.observed import observed_event_builder
 from lineage_assets.lineage.account import reportable

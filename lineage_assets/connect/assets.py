@@ -6,7 +6,7 @@ import dagster as dg
 from lineage_assets.connect.configs import config_version, render_connector
 from lineage_assets.connect.incarnations import incarnations
 from lineage_assets.connect.resource import ConnectResource
-from lineage_assets.freshness import PipelineTunables, streaming_output
+from lineage_assets.freshness import streaming_output
 from lineage_assets.kafka.registry import RegistryError, ensure_compatibility, subject_of
 from lineage_assets.kafka.resource import KafkaResource
 from lineage_assets.kafka.topics import TopicSpec, ensure_topic
@@ -16,6 +16,7 @@ from lineage_assets.source import schema_guard
 from lineage_assets.source.orders import ensure_table
 from lineage_assets.source.resource import SourceDatabaseResource
 from lineage_assets.storage import ObjectStoreResource
+from lineage_assets.tunables import PipelineTunables
 
 OWNERS = ["team:data-platform"]
 ORDERS_TOPIC = TopicSpec("orders", partitions=3, retention_ms=WEEK_MS)

@@ -18,7 +18,7 @@ from lineage_assets.connect.client import ConnectError
 from lineage_assets.connect.incarnations import Incarnation, incarnations
 from lineage_assets.connect.resource import ConnectResource
 from lineage_assets.connect.runs import ENGINE, Track, connector_facets, reported_account, run_id_of, step
-from lineage_assets.freshness import CAUGHT_UP, NEW_DATA, REASON, PipelineTunables, caught_up_materialization_due
+from lineage_assets.freshness import CAUGHT_UP, NEW_DATA, REASON, caught_up_materialization_due
 from lineage_assets.kafka.observed import observed_event_builder
 from lineage_assets.kafka.resource import KafkaResource
 from lineage_assets.kafka.topics import KafkaUnavailable, consumer_lag, end_offsets
@@ -32,6 +32,7 @@ from lineage_assets.lineage.resource import LineageResource
 from lineage_assets.metadata import asset_key
 from lineage_assets.source.resource import SourceDatabaseResource
 from lineage_assets.storage import ObjectStoreResource
+from lineage_assets.tunables import PipelineTunables
 
 #: cursor entry holding how many archive objects the last tick saw
 ARCHIVE_CURSOR = "_archive_objects"

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lineage_assets.conservation.balance import OtherWriter
-from lineage_assets.conservation.store import CountStore
+from lineage_assets.conservation.count_store import CountStore
 
 KIND = "accepted"
 

@@ -43,9 +43,9 @@ from botocore.exceptions import BotoCoreError, ClientError
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from lineage_assets.conservation.balance import HopBalance, OtherWriter, StoreUnavailable
+from lineage_assets.conservation.count_store import CountStore
 from lineage_assets.conservation.hops import Hop
 from lineage_assets.conservation.kafka_counts import PartitionCount
-from lineage_assets.conservation.store import CountStore
 from lineage_assets.conservation.stores import Stores
 
 #: the start offset's width in the sink's object keys (ObjectKeys.java)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from lineage_assets.conservation.balance import StoreUnavailable
-from lineage_assets.conservation.store import CountStore
+from lineage_assets.conservation.count_store import CountStore
 from lineage_assets.kafka.connection import KafkaConnection
 
 #: seconds without a record or the end of the partition before the broker counts as not answering

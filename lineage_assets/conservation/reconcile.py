@@ -12,9 +12,9 @@ from dataclasses import replace
 from lineage_assets.conservation import acceptances, key_audit
 from lineage_assets.conservation.acceptances import Acceptance
 from lineage_assets.conservation.balance import HopBalance, StoreUnavailable
+from lineage_assets.conservation.count_store import Busy
 from lineage_assets.conservation.hops import Hop
 from lineage_assets.conservation.rules import reader_of, reconciled_hops
-from lineage_assets.conservation.store import Busy
 from lineage_assets.conservation.stores import Stores
 
 log = logging.getLogger(__name__)

@@ -30,8 +30,8 @@ from openlineage.client.generated import (
 from openlineage.client.generated.base import RunFacet
 
 from lineage_assets.conservation.balance import HopBalance
+from lineage_assets.conservation.count_store import CountStore
 from lineage_assets.conservation.hops import Hop
-from lineage_assets.conservation.store import CountStore
 from lineage_assets.lineage.account import Account
 from lineage_assets.lineage.events import PRODUCER, Engine, EventBuilder, iso
 

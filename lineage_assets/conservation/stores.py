@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from infra.settings import StackSettings
+from lineage_assets.conservation.count_store import CountStore
 from lineage_assets.conservation.kafka_counts import KafkaCounter
-from lineage_assets.conservation.store import CountStore
 from lineage_assets.lineage.identity import Pipeline
 
 #: the resources a reconciliation reads (never Spark: building it starts a Spark session)

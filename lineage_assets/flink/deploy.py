@@ -30,7 +30,7 @@ from lineage_assets.flink.job_lineage import flink_account, read_account
 from lineage_assets.flink.listener import ListenerLog, as_accounted
 from lineage_assets.flink.runs import ENGINE, FOUND_RUNNING, deployment_facets, flink_run_id, open_events
 from lineage_assets.flink.state import mismatch, newest_state
-from lineage_assets.freshness import PipelineTunables, streaming_output
+from lineage_assets.freshness import streaming_output
 from lineage_assets.kafka.connection import KafkaConnection
 from lineage_assets.kafka.observed import observed_event_builder
 from lineage_assets.kafka.resource import KafkaResource
@@ -48,6 +48,7 @@ from lineage_assets.lineage.identity import Dataset, Job, Pipeline
 from lineage_assets.lineage.outbox import LineageEmitter
 from lineage_assets.metadata import asset_key, identity_metadata
 from lineage_assets.storage import IcebergResource
+from lineage_assets.tunables import PipelineTunables
 
 JOBS_DIR = REPO_ROOT / "flink_jobs"
 #: modules the job scripts import, shipped with every submission

@@ -8,9 +8,9 @@ import dagster as dg
 
 from lineage_assets.flink.deploy import JOBS_DIR, Deploying, FlinkDeployment, FlinkJobSpec, Prepared, deploy_asset
 from lineage_assets.flink.tables import ensure_orders_table
-from lineage_assets.freshness import PipelineTunables
 from lineage_assets.kafka.topics import TopicSpec
 from lineage_assets.lineage.identity import CONSUMER_GROUPS, DEAD_LETTER_RETENTION_MS, DEAD_LETTER_TOPICS, Pipeline
+from lineage_assets.tunables import PipelineTunables
 
 JOB = "iceberg-ingestion"
 CONSUMER_GROUP = CONSUMER_GROUPS[JOB]

@@ -26,7 +26,7 @@ from lineage_assets.flink.deploy import deployed_here
 from lineage_assets.flink.job_lineage import flink_account, listener_events_of
 from lineage_assets.flink.resource import FlinkResource
 from lineage_assets.flink.runs import ENGINE, FOUND_RUNNING, close_run, flink_run_id, open_events
-from lineage_assets.freshness import CAUGHT_UP, NEW_DATA, REASON, PipelineTunables, caught_up_materialization_due
+from lineage_assets.freshness import CAUGHT_UP, NEW_DATA, REASON, caught_up_materialization_due
 from lineage_assets.kafka.observed import observed_event_builder
 from lineage_assets.kafka.resource import KafkaResource
 from lineage_assets.kafka.topics import KafkaUnavailable, consumer_lag, end_offsets
@@ -40,6 +40,7 @@ from lineage_assets.lineage.outbox import LineageEmitter
 from lineage_assets.lineage.resource import LineageResource
 from lineage_assets.metadata import asset_key
 from lineage_assets.storage import TICK_READ_TIMEOUT_S, IcebergResource
+from lineage_assets.tunables import PipelineTunables
 
 #: (facts about the job's output, a marker that changes exactly when new data arrived)
 OutputFacts = tuple[dict[str, object], str | None]

@@ -10,7 +10,6 @@ listener never ends the run in a session cluster, so the Flink job sensor does.
 import dagster as dg
 
 from lineage_assets.flink.deploy import JOBS_DIR, Deploying, FlinkDeployment, FlinkJobSpec, Prepared, deploy_asset
-from lineage_assets.freshness import PipelineTunables
 from lineage_assets.kafka.registry import RegistryError, ensure_compatibility, subject_of
 from lineage_assets.kafka.topics import TopicSpec, ensure_topic
 from lineage_assets.lineage.identity import (
@@ -20,6 +19,7 @@ from lineage_assets.lineage.identity import (
     WEEK_MS,
     Pipeline,
 )
+from lineage_assets.tunables import PipelineTunables
 
 JOB = "supplier-stats"
 SPEC = FlinkJobSpec(

@@ -17,12 +17,12 @@ from collections import Counter
 import dagster as dg
 from confluent_kafka import Consumer, TopicPartition
 
-from lineage_assets.freshness import PipelineTunables
 from lineage_assets.kafka.connection import KafkaConnection
 from lineage_assets.kafka.resource import KafkaResource
 from lineage_assets.kafka.topics import Kafka, KafkaUnavailable, end_offsets
 from lineage_assets.lineage.identity import DEAD_LETTER_TOPICS, Pipeline
 from lineage_assets.metadata import asset_key
+from lineage_assets.tunables import PipelineTunables
 
 #: Kafka Connect writes the reason of a dead letter into these headers
 CONNECT_ERROR_CLASS = "__connect.errors.exception.class.name"

@@ -36,11 +36,11 @@ import dagster as dg
 import requests
 from pyiceberg.exceptions import NoSuchTableError
 
-from lineage_assets.freshness import PipelineTunables
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.metadata import asset_key
 from lineage_assets.spark.partitions import DAILY, DAY_RUN_EXECUTOR
 from lineage_assets.storage import TICK_READ_TIMEOUT_S, IcebergResource
+from lineage_assets.tunables import PipelineTunables
 
 PARTITION_KEY_PREFIX = "partitions."
 #: the metadata key under which a materialization of the Iceberg table names its current snapshot

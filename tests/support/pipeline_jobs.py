@@ -12,8 +12,8 @@ import dagster as dg
 from infra.settings import StackSettings
 from lineage_assets.flink import iceberg_ingestion_asset, supplier_stats_stream_asset
 from lineage_assets.flink.client import FlinkClient
-from lineage_assets.freshness import PipelineTunables
 from lineage_assets.lineage.identity import Pipeline
+from lineage_assets.tunables import PipelineTunables
 
 JOBS = (iceberg_ingestion_asset.JOB, supplier_stats_stream_asset.JOB)
 #: each job's deploy asset's op (its name in run config)

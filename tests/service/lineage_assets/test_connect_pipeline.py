@@ -18,11 +18,11 @@ from lineage_assets.connect.assets import SINK_CONNECTOR, SOURCE_CONNECTOR, buil
 from lineage_assets.connect.client import ConnectClient, ConnectError
 from lineage_assets.connect.configs import render_connector
 from lineage_assets.connect.sensor import build_connector_sensor
-from lineage_assets.freshness import PipelineTunables
 from lineage_assets.lineage.marquez_client import MarquezClient
 from lineage_assets.lineage.outbox import Outbox
 from lineage_assets.resources import build_resources
 from lineage_assets.source.generator import generate_orders_job
+from lineage_assets.tunables import PipelineTunables
 from tests.service.lineage_assets.conftest import deliver, pipeline_for_tests, private_lineage
 from tests.support.connector_pause import connector_paused
 

@@ -17,10 +17,10 @@ import requests
 
 from lineage_assets.checks.asset_checks import build_lineage_checks
 from lineage_assets.flink import supplier_stats_stream_asset
-from lineage_assets.freshness import PipelineTunables
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.metadata import asset_key
 from lineage_assets.resources import build_resources
+from lineage_assets.tunables import PipelineTunables
 from tests.service.lineage_assets.conftest import private_lineage, stack_dagster_instance
 from tests.support.engine_waits import DEADLINE, wait_for, wait_for_delivery, wait_for_tick
 from tests.support.marquez_runs import marquez_runs, one_open_run_with, running_runs

@@ -31,10 +31,10 @@ from lineage_assets.connect.assets import ORDERS_TOPIC
 from lineage_assets.flink import iceberg_ingestion_asset, supplier_stats_stream_asset
 from lineage_assets.flink.client import FlinkClient
 from lineage_assets.flink.sensor import build_flink_job_sensor
-from lineage_assets.freshness import PipelineTunables
 from lineage_assets.kafka.topics import ensure_topic
 from lineage_assets.lineage.marquez_client import MarquezClient
 from lineage_assets.metadata import asset_key
+from lineage_assets.tunables import PipelineTunables
 from tests.service.lineage_assets.conftest import (
     after_everything_in_orders,
     deliver,

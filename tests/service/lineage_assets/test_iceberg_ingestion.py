@@ -22,10 +22,10 @@ from lineage_assets.connect.assets import ORDERS_TOPIC
 from lineage_assets.flink.client import FlinkClient
 from lineage_assets.flink.deploy import require_source_topic
 from lineage_assets.flink.iceberg_ingestion_asset import DLQ_TOPIC, JOB, build_iceberg_ingestion_asset
-from lineage_assets.freshness import PipelineTunables
 from lineage_assets.kafka.connection import KafkaConnection
 from lineage_assets.kafka.topics import end_offsets, ensure_topic
 from lineage_assets.lineage.identity import Pipeline
+from lineage_assets.tunables import PipelineTunables
 
 N = 200
 #: where this module's writer schema is registered when the CDC connector has not registered orders-value yet

@@ -17,8 +17,8 @@ from pyiceberg.expressions import And, EqualTo, GreaterThanOrEqual, LessThan
 
 from infra.services.iceberg_catalog import load_catalog
 from lineage_assets.conservation import spark_days
+from lineage_assets.conservation.count_store import CountStore
 from lineage_assets.conservation.hops import hops
-from lineage_assets.conservation.store import CountStore
 from lineage_assets.conservation.stores import Stores, count_store_path
 from lineage_assets.flink.tables import ensure_orders_table
 from lineage_assets.lineage.identity import SPARK_SUPPLIER_STATS_JOB

@@ -11,7 +11,7 @@ import pytest
 from botocore.config import Config
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from lineage_assets.conservation.store import CountStore
+from lineage_assets.conservation.count_store import CountStore
 from lineage_assets.conservation.stores import RESOURCE_KEYS, Stores, count_store_path
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.resources import build_resources

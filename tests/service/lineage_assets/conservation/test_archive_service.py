@@ -25,8 +25,8 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from lineage_assets.conservation import archive
 from lineage_assets.conservation.balance import HopBalance, StoreUnavailable
+from lineage_assets.conservation.count_store import CountStore
 from lineage_assets.conservation.hops import hops
-from lineage_assets.conservation.store import CountStore
 from lineage_assets.conservation.stores import Stores, count_store_path
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.resources import build_resources

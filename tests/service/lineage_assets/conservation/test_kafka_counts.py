@@ -9,8 +9,8 @@ from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from lineage_assets.conservation.balance import StoreUnavailable
+from lineage_assets.conservation.count_store import CountStore
 from lineage_assets.conservation.kafka_counts import KafkaCounter
-from lineage_assets.conservation.store import CountStore
 from lineage_assets.kafka.connection import KafkaConnection
 
 pytestmark = pytest.mark.service

@@ -14,8 +14,8 @@ from pyiceberg.expressions import And, EqualTo
 
 from infra.services.iceberg_catalog import load_catalog
 from lineage_assets.conservation import spark_days
+from lineage_assets.conservation.count_store import CountStore
 from lineage_assets.conservation.hops import hops
-from lineage_assets.conservation.store import CountStore
 from lineage_assets.conservation.stores import Stores, count_store_path
 from lineage_assets.lineage.identity import SPARK_SUPPLIER_STATS_JOB, Pipeline
 from lineage_assets.spark.supplier_stats_batch import build_supplier_stats_asset

@@ -17,8 +17,8 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 
 from infra.settings import StackSettings
 from lineage_assets.conservation import supplier_windows
+from lineage_assets.conservation.count_store import CountStore
 from lineage_assets.conservation.hops import hops
-from lineage_assets.conservation.store import CountStore
 from lineage_assets.conservation.stores import Stores, count_store_path
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.resources import build_resources

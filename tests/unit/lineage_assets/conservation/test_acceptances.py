@@ -10,12 +10,12 @@ from lineage_assets.conservation import acceptances
 from lineage_assets.conservation import reconcile as rec
 from lineage_assets.conservation.acceptances import AcceptanceError
 from lineage_assets.conservation.balance import HopBalance, OtherWriter
+from lineage_assets.conservation.count_store import CountStore
 from lineage_assets.conservation.hops import hops
 from lineage_assets.conservation.iceberg_ingestion_hop import DeadLetterTally, Figures, assemble, classify
 from lineage_assets.conservation.orders_source import RecordInfo, Settled, Tally, counted
 from lineage_assets.conservation.spark_days import DayWrite, day_figures
 from lineage_assets.conservation.spark_days import assemble as spark_assemble
-from lineage_assets.conservation.store import CountStore
 from lineage_assets.conservation.supplier_windows import OutputRecord, WindowBook
 from lineage_assets.lineage.identity import SPARK_SUPPLIER_STATS_JOB, Pipeline
 

@@ -32,8 +32,8 @@ from lineage_assets.conservation.archive import (
     verified_at,
     walk,
 )
+from lineage_assets.conservation.count_store import CountStore
 from lineage_assets.conservation.kafka_counts import PartitionCount
-from lineage_assets.conservation.store import CountStore
 
 P = "topics/orders/"
 

@@ -7,7 +7,7 @@ import pytest
 from infra.settings import StackSettings
 from lineage_assets.conservation import reconcile as rec
 from lineage_assets.conservation.balance import HopBalance, OtherWriter, StoreUnavailable
-from lineage_assets.conservation.store import CountStore
+from lineage_assets.conservation.count_store import CountStore
 from lineage_assets.lineage.identity import Pipeline
 
 PIPELINE = Pipeline.from_settings(StackSettings())

@@ -5,9 +5,9 @@ import json
 
 from infra.settings import StackSettings
 from lineage_assets.conservation.balance import HopBalance, OtherWriter
+from lineage_assets.conservation.count_store import CountStore
 from lineage_assets.conservation.hops import hops
 from lineage_assets.conservation.statistics import statistics_event
-from lineage_assets.conservation.store import CountStore
 from lineage_assets.lineage.events import EventBuilder, to_json
 from lineage_assets.lineage.identity import Pipeline
 

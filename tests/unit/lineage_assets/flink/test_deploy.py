@@ -194,9 +194,9 @@ def toy(monkeypatch):
     """A Flink job deployed by the factory with every cluster call replaced: what the factory itself adds."""
     from infra.settings import StackSettings
     from lineage_assets.flink import deploy
-    from lineage_assets.freshness import PipelineTunables
     from lineage_assets.kafka.topics import TopicSpec
     from lineage_assets.lineage.identity import Pipeline
+    from lineage_assets.tunables import PipelineTunables
 
     calls = {"steps": []}
     monkeypatch.setattr(deploy, "require_source_topic", lambda kafka, topic, asset: calls["steps"].append(topic))

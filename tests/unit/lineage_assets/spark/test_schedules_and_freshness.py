@@ -9,10 +9,11 @@ import yaml
 from infra.services.dagster import instance_config
 from infra.settings import StackSettings
 from lineage_assets.definitions import build_definitions
-from lineage_assets.freshness import PipelineTunables, caught_up_materialization_due
+from lineage_assets.freshness import caught_up_materialization_due
 from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.metadata import asset_key
 from lineage_assets.spark.supplier_stats_batch import SPARK_POOL
+from lineage_assets.tunables import PipelineTunables
 
 defs = build_definitions(StackSettings())
 pipeline = Pipeline.from_settings(StackSettings())

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from lineage_assets.conservation.store import Busy, CountStore
+from lineage_assets.conservation.count_store import Busy, CountStore
 
 
 def _bump(path: str, times: int) -> None:
