@@ -100,7 +100,7 @@ BREAKAGES: tuple[Breakage, ...] = (
     Breakage(
         "C4",
         "conservation",
-        "lineage_assets/conservation/supplier_windows.py",
+        "lineage_assets/conservation/window_tail.py",
         "off by one, a loss read as pending: an order whose window ends with the newest fired window (the job's "
         "clock passed it) but never fired stays pending instead of showing as missing",
         "if fired_through is not None and window_end(start_ms) - 1 <= fired_through:",

@@ -43,10 +43,10 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from lineage_assets.conservation import archive as archive_hop
 from lineage_assets.conservation import iceberg_ingestion_hop as iceberg_hop
+from lineage_assets.conservation.avro_values import AvroValues
 from lineage_assets.conservation.balance import StoreUnavailable
 from lineage_assets.conservation.hops import Hop
 from lineage_assets.conservation.stores import Stores
-from lineage_assets.conservation.supplier_windows import AvroValues
 
 ICEBERG_JOB = "iceberg-ingestion"
 ARCHIVE_JOB = "orders-s3-sink"

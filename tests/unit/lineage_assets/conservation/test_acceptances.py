@@ -16,7 +16,7 @@ from lineage_assets.conservation.iceberg_ingestion_hop import DeadLetterTally, F
 from lineage_assets.conservation.orders_source import RecordInfo, Settled, Tally, counted
 from lineage_assets.conservation.spark_days import DayWrite, day_figures
 from lineage_assets.conservation.spark_days import assemble as spark_assemble
-from lineage_assets.conservation.supplier_windows import OutputRecord, WindowBook
+from lineage_assets.conservation.window_book import OutputRecord, WindowBook
 from lineage_assets.lineage.identity import SPARK_SUPPLIER_STATS_JOB, Pipeline
 
 PIPELINE = Pipeline.from_settings(StackSettings())

@@ -12,9 +12,10 @@ from pathlib import Path
 import fastavro
 import pytest
 
-from lineage_assets.conservation import supplier_windows as sw
+from lineage_assets.conservation import avro_values, balance, foreign_records, window_book, window_cut, window_tail
 from lineage_assets.conservation.balance import OtherWriter
-from lineage_assets.conservation.supplier_windows import OutputRecord, TailBook, TailOrder, WindowBook
+from lineage_assets.conservation.window_book import OutputRecord, WindowBook
+from lineage_assets.conservation.window_tail import TailBook, TailOrder
 
 # 2026-11-25T21:40:00Z and the window bounds after it, written out by hand
 T0 = 1795642800000
@@ -26,11 +27,11 @@ def job(p: int, off: int, start: str, end_ms: int, supplier: str, count: int, ts
 
 
 def test_time_helpers_match_the_jobs_format() -> None:
-    assert sw.utc_text(T0) == S0
-    assert sw.utc_text(T0 + 4_999) == "2026-11-25T21:40:04Z"  # seconds, cut (not rounded)
-    assert sw.parse_utc(S1) == T0 + 5_000
-    assert sw.window_start(T0 + 7_321) == T0 + 5_000
-    assert sw.window_start(T0 + 5_000) == T0 + 5_000
+    assert window_book.utc_text(T0) == S0
+    assert window_book.utc_text(T0 + 4_999) == "2026-11-25T21:40:04Z"  # seconds, cut (not rounded)
+    assert window_book.parse_utc(S1) == T0 + 5_000
+    assert window_book.window_start(T0 + 7_321) == T0 + 5_000
+    assert window_book.window_start(T0 + 5_000) == T0 + 5_000
 
 
 def test_constants_are_the_jobs() -> None:
@@ -39,11 +40,11 @@ def test_constants_are_the_jobs() -> None:
     def const(name: str) -> str:
         return re.search(rf"^{name} = (.+)$", script, re.M).group(1).strip().strip('"')
 
-    assert int(const("WINDOW_MS").replace("_", "")) == sw.WINDOW_MS
-    assert int(const("OUT_OF_ORDERNESS_MS").replace("_", "")) == sw.OUT_OF_ORDERNESS_MS
-    assert int(const("ALLOWED_LATENESS_MS").replace("_", "")) == sw.ALLOWED_LATENESS_MS
-    assert const("WRITER_HEADER") == sw.WRITER_HEADER
-    assert const("WRITER") == sw.WRITER
+    assert int(const("WINDOW_MS").replace("_", "")) == window_book.WINDOW_MS
+    assert int(const("OUT_OF_ORDERNESS_MS").replace("_", "")) == window_book.OUT_OF_ORDERNESS_MS
+    assert int(const("ALLOWED_LATENESS_MS").replace("_", "")) == window_book.ALLOWED_LATENESS_MS
+    assert const("WRITER_HEADER") == window_book.WRITER_HEADER
+    assert const("WRITER") == window_book.WRITER
     assert "'sink.transactional-id-prefix' = 'supplier-stats'" in script
 
 
@@ -155,7 +156,7 @@ def order(off: int, bid_ms: int | None, supplier: str | None = "Joe", raw: bytes
 
 
 def letter(off: int, raw: bytes, p: int = 0) -> tuple[int, int, str]:
-    return (p, off, sw.digest(raw))
+    return (p, off, window_tail.digest(raw))
 
 
 def one_run(tail: TailBook, book: WindowBook, committed: dict[int, int], orders=(), letters=(), starts=None):
@@ -195,7 +196,7 @@ def test_pending_orders_are_those_of_windows_not_fired_at_the_cut() -> None:
     assert found.windows == {T0 + 15_000: 2, T0 + 20_000: 1}
     assert found.since_ms == T0 + 11_200
     assert [c.offset for c in tail.candidates] == [3, 4, 6]
-    assert tail.dead == {sw.digest(b"other"): [(0, 1)]}  # kept until the tail start passes it
+    assert tail.dead == {window_tail.digest(b"other"): [(0, 1)]}  # kept until the tail start passes it
     assert tail.positions == {0: 8}
 
 
@@ -248,7 +249,7 @@ def test_a_dead_letter_committed_before_its_order_is_matched_when_the_order_is()
     book = WindowBook()
     tail = TailBook()
     one_run(tail, book, {0: 0}, [], [letter(3, b"x")])
-    assert tail.dead == {sw.digest(b"x"): [(0, 3)]}
+    assert tail.dead == {window_tail.digest(b"x"): [(0, 3)]}
     one_run(tail, book, {0: 2}, [order(0, T0 + 1_000, raw=b"x"), order(1, T0 + 1_000)])
     assert tail.pending().orders == 1 and [c.offset for c in tail.candidates] == [1]
     assert tail.dead == {}
@@ -284,7 +285,7 @@ def test_committed_offsets_going_back_drop_the_orders_past_them_and_read_them_ag
 
 
 def test_retention_past_the_position_reads_from_the_log_start_and_says_so() -> None:
-    tail = TailBook(positions={0: 5, 1: 5}, candidates=[sw.Candidate(0, 4, T0, T0, "Joe", "aa")])
+    tail = TailBook(positions={0: 5, 1: 5}, candidates=[window_tail.Candidate(0, 4, T0, T0, "Joe", "aa")])
     ranges, notes = tail.resume({0: 12, 1: 12}, {0: 8, 1: 9}, {0: 8, 1: 3})
     assert ranges == {0: (8, 12), 1: (9, 12)}
     assert tail.candidates == []  # deleted before the tail start
@@ -294,7 +295,7 @@ def test_retention_past_the_position_reads_from_the_log_start_and_says_so() -> N
 def test_the_tail_start_moving_on_drops_candidates_before_it() -> None:
     tail = TailBook(
         positions={0: 10},
-        candidates=[sw.Candidate(0, 3, T0, T0, "Joe", "aa"), sw.Candidate(0, 6, T0, T0, "Ann", "bb")],
+        candidates=[window_tail.Candidate(0, 3, T0, T0, "Joe", "aa"), window_tail.Candidate(0, 6, T0, T0, "Ann", "bb")],
     )
     ranges, _ = tail.resume({0: 12}, {0: 5}, {0: 0})
     assert ranges == {0: (10, 12)} and [c.offset for c in tail.candidates] == [6]
@@ -324,9 +325,9 @@ def test_an_event_time_known_to_have_fired_stays_known() -> None:
 def test_the_tail_book_survives_its_json() -> None:
     tail = TailBook(
         positions={0: 5, 2: 7},
-        candidates=[sw.Candidate(2, 6, T0 + 1, T0, "Joe", sw.digest(b"a"))],
+        candidates=[window_tail.Candidate(2, 6, T0 + 1, T0, "Joe", window_tail.digest(b"a"))],
         dlq_positions={0: 3},
-        dead={sw.digest(b"b"): [(0, 1), (0, 2)]},
+        dead={window_tail.digest(b"b"): [(0, 1), (0, 2)]},
         fired_through=T0 - 1,
     )
     assert TailBook.from_json(tail.to_json()) == tail
@@ -334,9 +335,9 @@ def test_the_tail_book_survives_its_json() -> None:
 
 
 def test_tail_start_covers_the_open_windows() -> None:
-    assert sw.tail_start_ms(None) is None
+    assert window_tail.tail_start_ms(None) is None
     # the oldest window that can hold a pending order starts after fired_through - 5 s; then 5 + 5 + 60 s of slack
-    assert sw.tail_start_ms(T0 + 9_999) == T0 + 9_999 - 75_000
+    assert window_tail.tail_start_ms(T0 + 9_999) == T0 + 9_999 - 75_000
 
 
 class FakeMessage:
@@ -403,30 +404,30 @@ def wire(schema_id: int, schema: dict, record: dict) -> bytes:
 
 
 def test_output_records_read_avro_and_json_and_the_header() -> None:
-    avro = sw.AvroValues(FakeRegistry())
+    avro = avro_values.AvroValues(FakeRegistry())
     value = wire(
         2, STATS_SCHEMA, {"window_start": S0, "window_end": S1, "supplier": "Joe", "total_price": 1.5, "count": 3}
     )
-    mine = sw.output_record(FakeMessage(value, [("lineage-lab-writer", b"supplier-stats")], 1, 7), avro)
+    mine = window_book.output_record(FakeMessage(value, [("lineage-lab-writer", b"supplier-stats")], 1, 7), avro)
     assert mine == OutputRecord(1, 7, T0, True, S0, T0 + 5_000, "Joe", 3)
     other = json.dumps({"window_start": S0, "window_end": S1, "supplier": "Eve", "total_price": 2.0, "count": 2})
-    theirs = sw.output_record(FakeMessage(other.encode(), [("lineage-lab-writer", b"someone")], 0, 1), avro)
+    theirs = window_book.output_record(FakeMessage(other.encode(), [("lineage-lab-writer", b"someone")], 0, 1), avro)
     assert theirs == OutputRecord(0, 1, T0, False, S0, T0 + 5_000, "Eve", 2)
-    assert sw.output_record(FakeMessage(b"\x00\x00\x00\x01\x94xx", None), avro).window_start is None
-    with pytest.raises(sw.StoreUnavailable, match=r"registry\.test"):
+    assert window_book.output_record(FakeMessage(b"\x00\x00\x00\x01\x94xx", None), avro).window_start is None
+    with pytest.raises(balance.StoreUnavailable, match=r"registry\.test"):
         avro.decode(b"\x00\x00\x00\x01\xf4xx")  # id 500: the registry does not answer
 
 
 def test_tail_orders_and_dead_letters_decode() -> None:
-    avro = sw.AvroValues(FakeRegistry())
+    avro = avro_values.AvroValues(FakeRegistry())
     value = wire(1, ORDER_SCHEMA, {"supplier": "Joe", "bid_time": T0 + 1_234})
-    assert sw.tail_order(FakeMessage(value, None, 2, 5, T0 + 2_000), avro) == TailOrder(
+    assert window_tail.tail_order(FakeMessage(value, None, 2, 5, T0 + 2_000), avro) == TailOrder(
         2, 5, T0 + 2_000, value, "Joe", T0 + 1_234
     )
-    assert sw.tail_order(FakeMessage(b"nope", None), avro).supplier is None
+    assert window_tail.tail_order(FakeMessage(b"nope", None), avro).supplier is None
     letter = json.dumps({"src_topic": "orders", "raw_value": base64.b64encode(b"\x00abc").decode(), "reason": "x"})
-    assert sw.dead_raw_value(FakeMessage(letter.encode())) == b"\x00abc"
-    assert sw.dead_raw_value(FakeMessage(b"not json")) is None
+    assert window_tail.dead_raw_value(FakeMessage(letter.encode())) == b"\x00abc"
+    assert window_tail.dead_raw_value(FakeMessage(b"not json")) is None
 
 
 class FakeKafka:
@@ -440,9 +441,9 @@ class FakeKafka:
 class FakeFlink:
     """A job whose newest checkpoint (7) completed 500 ms before the cut."""
 
-    def checkpoint(self, jid: str) -> sw.Checkpoint:
-        now = sw._now_ms()
-        return sw.Checkpoint(7, now - 800, now - 500)
+    def checkpoint(self, jid: str) -> window_cut.Checkpoint:
+        now = window_cut.now_ms()
+        return window_cut.Checkpoint(7, now - 800, now - 500)
 
 
 def fake_hop():
@@ -456,44 +457,44 @@ def fake_hop():
 def test_a_cut_right_after_a_checkpoint_waits_unless_nothing_moved_since_a_quiet_cut() -> None:
     stores = type("S", (), {"kafka": FakeKafka()})()
     slept: list[float] = []
-    cut = sw.take_cut(fake_hop(), stores, FakeFlink(), "job", slept.append)
+    cut = window_cut.take_cut(fake_hop(), stores, FakeFlink(), "job", slept.append)
     assert slept and all(0 < s <= 2.0 for s in slept)  # the checkpoint stays 500 ms old in the fake: it waits
     assert cut.committed == {0: 50} and cut.steady is False
     seen = '{"dead_letters": {"0": 2}, "orders": {"0": 50}, "output": {"0": 7}}'
-    assert sw.cut_key(cut) == seen
+    assert window_cut.cut_key(cut) == seen
     slept.clear()
-    cut = sw.take_cut(fake_hop(), stores, FakeFlink(), "job", slept.append, quiet=seen)
+    cut = window_cut.take_cut(fake_hop(), stores, FakeFlink(), "job", slept.append, quiet=seen)
     assert slept == [] and cut.steady and cut.checkpoint.id == 7
     moved = '{"dead_letters": {"0": 2}, "orders": {"0": 49}, "output": {"0": 7}}'
-    sw.take_cut(fake_hop(), stores, FakeFlink(), "job", slept.append, quiet=moved)
+    window_cut.take_cut(fake_hop(), stores, FakeFlink(), "job", slept.append, quiet=moved)
     assert len(slept) == 6  # C moved since the quiet cut: every attempt waits for the checkpoint to settle
 
 
 def test_spans_text_names_partitions_in_order_and_leaves_empty_ones_out() -> None:
     from lineage_assets.conservation.foreign_records import Run
 
-    assert sw._spans_text({1: Run(2, 2, 5, 6), 0: Run(1, 1, 3, 3), 2: Run()}) == "0:3..3, 1:5..6"
+    assert window_book.spans_text({1: Run(2, 2, 5, 6), 0: Run(1, 1, 3, 3), 2: Run()}) == "0:3..3, 1:5..6"
 
 
 def test_undecided_until_fired_through_reaches_the_windows_last_instant_or_it_fired() -> None:
-    assert sw._undecided(T0, "Joe", WindowBook(), T0 + 4_998)
-    assert not sw._undecided(T0, "Joe", WindowBook(), T0 + 4_999)
+    assert window_tail.undecided(T0, "Joe", WindowBook(), T0 + 4_998)
+    assert not window_tail.undecided(T0, "Joe", WindowBook(), T0 + 4_999)
     book = WindowBook()
     book.add([job(0, 0, S0, T0 + 5_000, "Joe", 1)])
-    assert not sw._undecided(T0, "Joe", book, None)
-    assert sw._undecided(T0, "Ann", book, None)
+    assert not window_tail.undecided(T0, "Joe", book, None)
+    assert window_tail.undecided(T0, "Ann", book, None)
 
 
 def test_tail_start_is_never_below_zero() -> None:
-    assert sw.tail_start_ms(10) == 0
+    assert window_tail.tail_start_ms(10) == 0
 
 
 def test_an_empty_tail_has_nothing_pending() -> None:
-    assert TailBook().pending() == sw.Pending(0, None, {})
+    assert TailBook().pending() == window_tail.Pending(0, None, {})
 
 
 def test_resume_notes_every_partition_whose_offset_went_back_and_drops_candidates_at_c() -> None:
-    tail = TailBook(positions={0: 12, 1: 9, 2: 4}, candidates=[sw.Candidate(2, 3, T0, T0, "Joe", "aa")])
+    tail = TailBook(positions={0: 12, 1: 9, 2: 4}, candidates=[window_tail.Candidate(2, 3, T0, T0, "Joe", "aa")])
     ranges, notes = tail.resume({0: 12, 1: 7, 2: 3}, {0: 0, 1: 0, 2: 0}, {0: 0, 1: 0, 2: 0})
     assert ranges == {0: (12, 12), 1: (7, 7), 2: (3, 3)}
     assert notes == [
@@ -518,7 +519,7 @@ def test_resume_dead_keeps_a_letter_at_the_tail_start_and_a_position_at_the_end(
 
 def test_settle_drops_a_candidate_whose_window_fired_since() -> None:
     book = WindowBook()
-    tail = TailBook(candidates=[sw.Candidate(0, 1, T0, T0 + 10_000, "Joe", "aa")])
+    tail = TailBook(candidates=[window_tail.Candidate(0, 1, T0, T0 + 10_000, "Joe", "aa")])
     book.add([job(0, 0, S2, T0 + 15_000, "Joe", 1)])
     tail.settle(book, None, {0: 2}, {0: 0})
     assert tail.candidates == []
@@ -532,7 +533,7 @@ def test_take_order_judges_the_orders_own_window_and_supplier() -> None:
     tail.take_order(TailOrder(0, 2, T0, None, "Joe", T0 + 11_000), book, None)  # its window fired
     tail.take_order(TailOrder(0, 3, T0, None, "Ann", T0 + 1_000), book, T0 + 4_999)  # fired_through passed it
     tail.take_order(TailOrder(0, 4, T0, None, "Ann", T0 + 11_000), book, None)
-    assert tail.candidates == [sw.Candidate(0, 4, T0, T0 + 10_000, "Ann", "")]
+    assert tail.candidates == [window_tail.Candidate(0, 4, T0, T0 + 10_000, "Ann", "")]
 
 
 def test_acknowledging_past_the_reviewed_offset_says_so_and_batches_of_other_partitions_are_taken() -> None:
@@ -559,7 +560,7 @@ def test_add_keeps_the_highest_position_the_newest_end_and_counts_unreadable_and
     assert (book.positions, book.newest_end) == ({0: 6}, T0 + 10_000)
     unreadable = OutputRecord(1, 3, T0 + 20_000, True)
     book.add([unreadable, job(1, 4, S2, T0 + 15_000, "Ann", 2)])
-    assert book.unreadable == sw.Run(1, 0, 3, 3)
+    assert book.unreadable == foreign_records.Run(1, 0, 3, 3)
     assert book.windows[f"{S2}|Ann"] == [2, T0 + 15_000]
     book.add([job(2, 0, S3, T0 + 40_000, "Ann", 1, ts=T0 + 45_000)])
     assert book.prune() == 3
@@ -584,6 +585,6 @@ def test_prune_of_an_empty_book_and_the_closed_bound_is_the_latest_end_folded() 
 
 
 def test_a_windows_end_and_the_event_time_its_firing_shows() -> None:
-    assert sw.window_end(T0) == T0 + 5_000
-    assert sw.fired_through_of(T0 + 5_000) == T0 + 4_999
-    assert sw.fired_through_of(None) is None
+    assert window_book.window_end(T0) == T0 + 5_000
+    assert window_book.fired_through_of(T0 + 5_000) == T0 + 4_999
+    assert window_book.fired_through_of(None) is None
