@@ -202,7 +202,7 @@ def _reconcile(args: argparse.Namespace, settings: StackSettings) -> int:
             print(b.summary())
             for note in b.notes:
                 print(f"    {note}")
-    if any(b.lost_or_doubled for b in found):
+    if any(b.wrong for b in found):
         return 1
     return 2 if any(b.status == "unknown" for b in found) else 0
 

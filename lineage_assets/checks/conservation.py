@@ -31,24 +31,37 @@ CHECK = "conservation"
 #: is busy (unknown) instead of waiting for it
 LOCK_WAIT_S = 600.0
 DESCRIPTION = (
-    "every record of the hop's input is in its outputs, its dead letters or pending (not yet committed); fails on "
-    "missing or doubled records, warns on records pending too long or a store that cannot be read"
+    "every record of the hop's input is in its outputs, its dead letters or pending (not yet committed), and every "
+    "summed column adds up to its input column; fails on missing or doubled records or values that differ, warns on "
+    "records pending too long or a store that cannot be read"
 )
 #: the resources a reconciliation reads (never Spark: building it starts a Spark session)
 FIGURES = ("in", "out", "dead_letters", "pending", "missing", "duplicates")
+VALUE_FIGURES = ("in", "out", "dead_letters", "pending", "difference")
 
 
 def checked_hops(pipeline: Pipeline) -> list[Hop]:
     return list(reconciled_hops(pipeline).values())
 
 
+def value_figures(balance: HopBalance) -> dict[str, dg.MetadataValue]:
+    """Each summed column's figures as numbers Dagster plots (``conservation/values/<column>/<figure>``, in the
+    column's unit: 12.34 for a price); the exact decimals are in the ``values`` JSON beside them."""
+    found: dict[str, dg.MetadataValue] = {}
+    for v in balance.values:
+        for figure, text in v.as_dict().items():
+            if figure in VALUE_FIGURES and text is not None:
+                found[f"conservation/values/{v.column}/{figure}"] = dg.MetadataValue.float(float(text))
+    return found
+
+
 def result_for(balance: HopBalance, key: dg.AssetKey, pending_warn_s: int, now: float) -> dg.AssetCheckResult:
-    """The check result a balance makes: ERROR on loss or duplication, WARN on pending older than ``pending_warn_s``
-    or unknown figures."""
+    """The check result a balance makes: ERROR on loss, duplication or values that do not add up (the message names
+    the window, day or object), WARN on pending older than ``pending_warn_s`` or unknown figures."""
     age = balance.pending_age(now)
     too_old = age is not None and age > pending_warn_s
     passed = balance.status in ("balanced", "pending") and not too_old
-    severity = dg.AssetCheckSeverity.ERROR if balance.lost_or_doubled else dg.AssetCheckSeverity.WARN
+    severity = dg.AssetCheckSeverity.ERROR if balance.wrong else dg.AssetCheckSeverity.WARN
     message = balance.summary()
     if too_old:
         message += f"; the oldest pending record waits for {age:.0f} s (> {pending_warn_s} s)"
@@ -63,6 +76,8 @@ def result_for(balance: HopBalance, key: dg.AssetKey, pending_warn_s: int, now: 
         metadata={
             "status": balance.status,
             **figures,
+            **value_figures(balance),
+            "values": dg.MetadataValue.json({v.column: v.as_dict() for v in balance.values}),
             "range": dg.MetadataValue.json(balance.range),
             "other_writers": dg.MetadataValue.json([w.as_dict() for w in balance.other_writers]),
             "pending_age_s": dg.MetadataValue.float(round(age, 1)) if age is not None else dg.MetadataValue.null(),
@@ -78,7 +93,10 @@ def observation_for(balance: HopBalance, key: dg.AssetKey) -> dg.AssetObservatio
     as_dict = balance.as_dict()
     return dg.AssetObservation(
         asset_key=key,
-        metadata={f"conservation/{k}": dg.MetadataValue.int(as_dict[k]) for k in FIGURES if as_dict[k] is not None},
+        metadata={
+            **{f"conservation/{k}": dg.MetadataValue.int(as_dict[k]) for k in FIGURES if as_dict[k] is not None},
+            **value_figures(balance),
+        },
     )
 
 

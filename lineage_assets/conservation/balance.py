@@ -12,7 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-Status = Literal["balanced", "pending", "missing", "duplicates", "unknown"]
+from lineage_assets.conservation.values import ValueBalance, text_of
+
+Status = Literal["balanced", "pending", "missing", "duplicates", "values_differ", "unknown"]
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,8 @@ class OtherWriter:
     #: its own position (a snapshot, an object). An acceptance covers the change up to this position only.
     position: str = ""
     figure: Literal["out", "dead_letters"] = "out"
+    #: the values its records claim in the hop's summed columns, in units: (output column, units) pairs
+    claimed: tuple[tuple[str, int], ...] = ()
 
     @property
     def reference(self) -> str:
@@ -47,6 +51,7 @@ class OtherWriter:
             "ref": self.reference,
             "position": self.position or None,
             "figure": self.figure,
+            **({"values": {c: text_of(u) for c, u in self.claimed}} if self.claimed else {}),
         }
 
 
@@ -97,6 +102,18 @@ def is_lost_or_doubled(status: Status) -> bool:
     return status in ("missing", "duplicates")
 
 
+def is_wrong(status: Status) -> bool:
+    """The statuses that fail a hop: records lost or doubled, or values that do not add up (each worth a second
+    look at a streaming hop, then a report)."""
+    return is_lost_or_doubled(status) or status == "values_differ"
+
+
+def with_values(status: Status, values_differ: bool) -> Status:
+    """The hop's status once its values are weighed: counts that balance (or are pending) with a summed column that
+    does not add up is ``values_differ``; a count that is wrong or unknown says more and stays."""
+    return "values_differ" if values_differ and status in ("balanced", "pending") else status
+
+
 @dataclass(frozen=True)
 class HopBalance:
     """The reconciliation of one hop over ``range`` (the offsets, snapshot or windows the figures cover).
@@ -128,6 +145,8 @@ class HopBalance:
     accepted: tuple[OtherWriter, ...] = ()
     #: seconds the reading of this hop took (its stores, waits for a stable cut included)
     took_s: float | None = None
+    #: the summed columns' balances (values.py): empty where the column lineage sums no column
+    values: tuple[ValueBalance, ...] = ()
 
     @property
     def known(self) -> bool:
@@ -148,11 +167,16 @@ class HopBalance:
 
     @property
     def status(self) -> Status:
-        return status_of(self.difference, self.pending)
+        return with_values(status_of(self.difference, self.pending), any(v.differs for v in self.values))
 
     @property
     def lost_or_doubled(self) -> bool:
         return is_lost_or_doubled(self.status)
+
+    @property
+    def wrong(self) -> bool:
+        """Records lost or doubled, or values that do not add up: the hop fails."""
+        return is_wrong(self.status)
 
     def pending_age(self, now: float) -> float | None:
         if not self.pending or self.pending_since is None:
@@ -173,8 +197,10 @@ class HopBalance:
         )
         named = "; ".join(f"{w.what}: {w.rows:+d} rows in {w.output} [{w.reference}]" for w in self.other_writers)
         accepted = "; ".join(f"{w.reference}: {w.rows:+d}" for w in self.accepted)
+        values = "; ".join(v.summary() for v in self.values)
         return (
             f"{head}: {self.status}: {figures}"
+            + (f"; values: {values}" if values else "")
             + (f"; other writers: {named}" if named else "")
             + (f"; accepted changes: {accepted}" if accepted else "")
         )
@@ -191,12 +217,17 @@ class HopBalance:
         chosen = tuple(w for w in self.other_writers if taken(w))
         if not chosen or self.out is None or self.dead_letters is None:
             return self
+
+        def claimed(column: str, figure: str) -> int:
+            return sum(u for w in chosen if w.figure == figure for c, u in w.claimed if c == column)
+
         return replace(
             self,
             out=self.out - sum(w.rows for w in chosen if w.figure == "out"),
             dead_letters=self.dead_letters - sum(w.rows for w in chosen if w.figure == "dead_letters"),
             other_writers=tuple(w for w in self.other_writers if not taken(w)),
             accepted=self.accepted + chosen,
+            values=tuple(v.less(claimed(v.column, "out"), claimed(v.column, "dead_letters")) for v in self.values),
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -219,6 +250,7 @@ class HopBalance:
             "unknown": self.unknown or None,
             "notes": list(self.notes),
             "took_s": self.took_s,
+            "values": {v.column: v.as_dict() for v in self.values},
         }
 
 

@@ -1,8 +1,8 @@
 """What reconciliation remembers between runs, so that each run reads only what is new: how many records a Kafka
-partition held up to an offset, and what each archive object contains. One SQLite file, shared by the CLI and
-Dagster's checks (WAL, so a reader never waits for a writer). Losing it costs one full recount, never a wrong
-figure: every entry is a fact about data that cannot change (committed records below an offset, an object with a
-given ETag).
+partition held up to an offset (and the sum of a column's values there), and what each archive object contains. One
+SQLite file, shared by the CLI and Dagster's checks (WAL, so a reader never waits for a writer). Losing it costs one
+full recount, never a wrong figure: every entry is a fact about data that cannot change (committed records below an
+offset, an object with a given ETag).
 """
 
 from __future__ import annotations
@@ -22,6 +22,11 @@ CREATE TABLE IF NOT EXISTS kafka_marks (
 CREATE TABLE IF NOT EXISTS kafka_scans (
     name TEXT NOT NULL, topic TEXT NOT NULL, partition INTEGER NOT NULL, offset INTEGER NOT NULL,
     PRIMARY KEY (name, topic, partition)
+);
+CREATE TABLE IF NOT EXISTS kafka_sums (
+    topic TEXT NOT NULL, partition INTEGER NOT NULL, measure TEXT NOT NULL, offset INTEGER NOT NULL,
+    records INTEGER NOT NULL, total TEXT NOT NULL,
+    PRIMARY KEY (topic, partition, measure, offset)
 );
 CREATE TABLE IF NOT EXISTS facts (
     kind TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (kind, key)
@@ -106,6 +111,43 @@ class CountStore:
                 " SELECT offset FROM kafka_marks WHERE topic=? AND partition=? ORDER BY offset DESC LIMIT ?)"
                 " AND offset <> (SELECT MIN(offset) FROM kafka_marks WHERE topic=? AND partition=?)",
                 (topic, partition, topic, partition, keep, topic, partition),
+            )
+
+    # Kafka sums: (topic, partition, measure, offset) -> (records, sum of the measure's units) below the offset ------
+    def sum_mark_below(self, topic: str, partition: int, measure: str, offset: int) -> tuple[int, int, int] | None:
+        """The highest sum mark at or below ``offset``: (its offset, records below it, their total)."""
+        with self._db() as db:
+            row = db.execute(
+                "SELECT offset, records, total FROM kafka_sums WHERE topic=? AND partition=? AND measure=? "
+                "AND offset<=? ORDER BY offset DESC LIMIT 1",
+                (topic, partition, measure, offset),
+            ).fetchone()
+        return (row[0], row[1], int(row[2])) if row else None
+
+    def first_sum_mark(self, topic: str, partition: int, measure: str) -> tuple[int, int, int] | None:
+        with self._db() as db:
+            row = db.execute(
+                "SELECT offset, records, total FROM kafka_sums WHERE topic=? AND partition=? AND measure=? "
+                "ORDER BY offset LIMIT 1",
+                (topic, partition, measure),
+            ).fetchone()
+        return (row[0], row[1], int(row[2])) if row else None
+
+    def add_sum_marks(
+        self, topic: str, partition: int, measure: str, marks: list[tuple[int, int, int]], keep: int = 64
+    ) -> None:
+        """Record (offset, records, total below it) marks, keeping the newest ``keep`` and the first one."""
+        with self._db() as db:
+            db.executemany(
+                "INSERT OR REPLACE INTO kafka_sums VALUES (?, ?, ?, ?, ?, ?)",
+                [(topic, partition, measure, o, r, str(t)) for o, r, t in marks],
+            )
+            db.execute(
+                "DELETE FROM kafka_sums WHERE topic=? AND partition=? AND measure=? AND offset NOT IN ("
+                " SELECT offset FROM kafka_sums WHERE topic=? AND partition=? AND measure=? ORDER BY offset DESC"
+                " LIMIT ?) AND offset <> (SELECT MIN(offset) FROM kafka_sums WHERE topic=? AND partition=?"
+                " AND measure=?)",
+                (topic, partition, measure, topic, partition, measure, keep, topic, partition, measure),
             )
 
     def scan_position(self, name: str, topic: str, partition: int) -> int | None:

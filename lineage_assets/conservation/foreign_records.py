@@ -18,18 +18,21 @@ from lineage_assets.conservation.balance import OtherWriter
 
 @dataclass
 class Run:
-    """Records of one partition: how many, the rows they claim, the first and last offset."""
+    """Records of one partition: how many, the rows they claim, the first and last offset, and the value they claim
+    in the hop's summed column (units, values.py)."""
 
     records: int = 0
     rows: int = 0
     first: int = -1
     last: int = -1
+    units: int = 0
 
-    def add(self, offset: int, rows: int) -> None:
+    def add(self, offset: int, rows: int, units: int = 0) -> None:
         self.first = offset if self.records == 0 else min(self.first, offset)
         self.last = max(self.last, offset)
         self.records += 1
         self.rows += rows
+        self.units += units
 
     def merge(self, other: Run) -> None:
         if other.records:
@@ -37,6 +40,7 @@ class Run:
             self.last = max(self.last, other.last)
             self.records += other.records
             self.rows += other.rows
+            self.units += other.units
 
 
 @dataclass
@@ -63,6 +67,10 @@ class Batch:
     def rows(self) -> int:
         return sum(r.rows for r in self.runs.values())
 
+    @property
+    def units(self) -> int:
+        return sum(r.units for r in self.runs.values())
+
     def spans(self, sep: str = ":") -> str:
         return ", ".join(f"{p}{sep}{r.first}..{r.last}" for p, r in sorted(self.runs.items()) if r.records)
 
@@ -74,11 +82,11 @@ class ForeignRecords:
     topic: str
     batches: list[Batch] = field(default_factory=list)
 
-    def add(self, partition: int, offset: int, rows: int, accepted: Collection[str]) -> None:
+    def add(self, partition: int, offset: int, rows: int, accepted: Collection[str], units: int = 0) -> None:
         """Count one foreign record into the open batch, or a new one when the last batch's ref is accepted."""
         if not self.batches or self.batches[-1].ref in accepted:
             self.batches.append(Batch(self.topic, (partition, offset)))
-        self.batches[-1].runs.setdefault(partition, Run()).add(offset, rows)
+        self.batches[-1].runs.setdefault(partition, Run()).add(offset, rows, units)
 
     @property
     def records(self) -> int:
@@ -88,17 +96,34 @@ class ForeignRecords:
     def rows(self) -> int:
         return sum(b.rows for b in self.batches)
 
+    @property
+    def units(self) -> int:
+        return sum(b.units for b in self.batches)
+
     def writers(
-        self, output: str, describe: Any, figure: Literal["out", "dead_letters"] = "out"
+        self,
+        output: str,
+        describe: Any,
+        figure: Literal["out", "dead_letters"] = "out",
+        summed: tuple[str, ...] = (),
     ) -> tuple[OtherWriter, ...]:
-        """One ``OtherWriter`` per batch; ``describe(batch)`` says what it is."""
+        """One ``OtherWriter`` per batch; ``describe(batch)`` says what it is; ``summed``: the output column the
+        records' units claim a value in (value conservation), if any."""
         return tuple(
-            OtherWriter(output, describe(b), b.rows, b.ref, b.position, figure) for b in self.batches if b.records
+            OtherWriter(
+                output, describe(b), b.rows, b.ref, b.position, figure, claimed=tuple((c, b.units) for c in summed)
+            )
+            for b in self.batches
+            if b.records
         )
 
     def as_json(self) -> list[Any]:
         return [
-            [b.start[0], b.start[1], {str(p): [r.records, r.rows, r.first, r.last] for p, r in b.runs.items()}]
+            [
+                b.start[0],
+                b.start[1],
+                {str(p): [r.records, r.rows, r.first, r.last, r.units] for p, r in b.runs.items()},
+            ]
             for b in self.batches
         ]
 

@@ -1,10 +1,12 @@
-"""How many committed records a Kafka partition holds below an offset, counted once and remembered.
+"""How many committed records a Kafka partition holds below an offset (and the sum of a measure of their values),
+counted once and remembered.
 
 Offsets are not counts: transactional writers (the Flink jobs' exactly-once sinks, a hostile producer's aborted
 transaction) leave control records and aborted records between committed ones. So records are counted by reading
 them read-committed, and the count below each offset reached is kept as a mark (``CountStore``). A later count
 resumes from the nearest mark: each run reads only what arrived since, and the figures stay exact after retention
-deletes old segments (the marks remember what was counted before).
+deletes old segments (the marks remember what was counted before). A sum (``KafkaCounter.sum``: value conservation)
+is kept the same way, as marks of (records, total units) per measure, each value decoded once.
 """
 
 from __future__ import annotations
@@ -23,6 +25,19 @@ from lineage_assets.kafka.connection import KafkaConnection
 #: seconds without a record or the end of the partition before the broker counts as not answering
 _STALL_S = 15.0
 _BATCH = 5000
+
+
+#: a record's value in a measure's units (``values.units_of`` of a decoded column)
+ValueOf = Callable[[Message], int]
+
+
+@dataclass(frozen=True)
+class PartitionSum:
+    partition: int
+    start: int  # the first offset the sum covers (the log start when summing began)
+    upto: int
+    records: int
+    total: int  # the measure's units summed over the records below ``upto``
 
 
 @dataclass(frozen=True)
@@ -132,7 +147,7 @@ class KafkaCounter:
             consumer = self._consumer()
             try:
                 consumer.assign([TopicPartition(topic, partition, start)])
-                for target, at, counted in self._read(consumer, topic, partition, start, records, wanted):
+                for target, at, counted, _ in self._read(consumer, topic, partition, start, records, wanted):
                     reached[target] = (at, counted)
             finally:
                 consumer.close()
@@ -154,29 +169,84 @@ class KafkaCounter:
             elif time.monotonic() - quiet_since > _STALL_S:
                 raise self._unavailable(what, f"no record and no end of partition in {_STALL_S:.0f} s")
 
-    def _read(self, consumer: Consumer, topic: str, partition: int, position: int, records: int, targets: list[int]):
-        """Yield (target, offset counted up to, records below it) for each target above ``position``, reading from
-        ``position`` (whose records below are ``records``); targets past the end stop at the end."""
+    def sum(
+        self, topic: str, measure: str, value_of: ValueOf, targets: dict[int, list[int]]
+    ) -> dict[tuple[int, int], PartitionSum]:
+        """(partition, target offset) -> the committed records below it and the sum of ``value_of`` over them, from
+        the nearest remembered mark of ``measure`` (each value decoded once)."""
+        ranges = self.offsets(topic)
+        found: dict[tuple[int, int], PartitionSum] = {}
+        for partition, wanted in targets.items():
+            if partition not in ranges:
+                raise StoreUnavailable(f"topic {topic!r} has no partition {partition} on {self.connection.bootstrap}")
+            log_start, end = ranges[partition]
+            first = self.store.first_sum_mark(topic, partition, measure)
+            if first is None:
+                first = (log_start, 0, 0)
+                self.store.add_sum_marks(topic, partition, measure, [first])
+            clipped = {t: min(max(t, first[0]), end) for t in sorted(set(wanted))}
+            low = min(clipped.values())
+            start, records, total = self.store.sum_mark_below(topic, partition, measure, low) or first
+            if start < log_start:
+                raise StoreUnavailable(
+                    f"{topic}[{partition}]: retention deleted offsets {start}..{log_start - 1} before their {measure} "
+                    f"was summed up to {low}; run reconcile more often than the topic's retention deletes, or "
+                    "increase its retention.ms"
+                )
+            reached = {t: (start, records, total) for t in clipped.values() if t <= start}
+            if max(clipped.values()) > start:
+                consumer = self._consumer()
+                try:
+                    consumer.assign([TopicPartition(topic, partition, start)])
+                    read = self._read(
+                        consumer, topic, partition, start, records, sorted(set(clipped.values())), value_of, total
+                    )
+                    for target, at, counted, summed in read:
+                        reached[target] = (at, counted, summed)
+                finally:
+                    consumer.close()
+                self.store.add_sum_marks(topic, partition, measure, sorted(set(reached.values())))
+            for t, c in clipped.items():
+                at, counted, summed = reached[c]
+                found[(partition, t)] = PartitionSum(partition, first[0], at, counted, summed)
+        return found
+
+    def _read(
+        self,
+        consumer: Consumer,
+        topic: str,
+        partition: int,
+        position: int,
+        records: int,
+        targets: list[int],
+        value_of: ValueOf | None = None,
+        total: int = 0,
+    ):
+        """Yield (target, offset counted up to, records below it, their total) for each target above ``position``,
+        reading from ``position`` (whose records below are ``records``, summing ``total``); targets past the end stop
+        at the end. ``value_of``: each record's value for the total (None: counts only)."""
         targets = [t for t in targets if t > position]
         for batch in self._batches(consumer, f"reading {topic}[{partition}] from offset {position}"):
             for msg in batch:
                 err = msg.error()
                 if err is not None and err.code() == KafkaError._PARTITION_EOF:
                     for t in targets:
-                        yield t, min(t, msg.offset()), records
+                        yield t, min(t, msg.offset()), records, total
                     return
                 if err is not None:
                     raise self._unavailable(f"reading {topic}[{partition}]", err)
                 while targets and msg.offset() >= targets[0]:  # control records led up to this one
                     t = targets.pop(0)
-                    yield t, t, records
+                    yield t, t, records, total
                 if not targets:
                     return
                 records += 1
+                if value_of is not None:
+                    total += value_of(msg)
                 position = msg.offset() + 1
                 while targets and position >= targets[0]:
                     t = targets.pop(0)
-                    yield t, t, records
+                    yield t, t, records, total
                 if not targets:
                     return
 

@@ -92,7 +92,7 @@ def reconcile(
     """Every hop's balance (or those of ``jobs``), in the order of the data flow."""
     chosen = [h for name, h in reconciled_hops(stores.pipeline).items() if not jobs or name in jobs]
     found = [balance_of(h, stores, lock_timeout) for h in chosen]
-    doubtful = [i for i, b in enumerate(found) if b.lost_or_doubled and chosen[i].job.processing_type == "STREAMING"]
+    doubtful = [i for i, b in enumerate(found) if b.wrong and chosen[i].job.processing_type == "STREAMING"]
     if doubtful and confirm_after_s > 0:
         sleep(confirm_after_s)
         for i in doubtful:

@@ -32,6 +32,7 @@ from openlineage.client.generated.base import RunFacet
 from lineage_assets.conservation.balance import HopBalance
 from lineage_assets.conservation.count_store import CountStore
 from lineage_assets.conservation.hops import Hop
+from lineage_assets.conservation.values import text_of
 from lineage_assets.lineage.account import Account
 from lineage_assets.lineage.events import PRODUCER, Engine, EventBuilder, iso
 
@@ -58,7 +59,8 @@ class ConservationPeriodRunFacet(RunFacet):
 
 
 def assertions(balance: HopBalance) -> data_quality_assertions_dataset.DataQualityAssertionsDatasetFacet:
-    """The conservation result as assertions on the hop's input: none of its records missing, none doubled."""
+    """The conservation result as assertions on the hop's input: none of its records missing, none doubled, and
+    each summed column adds up (its difference 0)."""
     return data_quality_assertions_dataset.DataQualityAssertionsDatasetFacet(
         assertions=[
             data_quality_assertions_dataset.Assertion(
@@ -72,6 +74,16 @@ def assertions(balance: HopBalance) -> data_quality_assertions_dataset.DataQuali
                 success=balance.duplicates == 0,
                 expected="0",
                 actual=str(balance.duplicates),
+            ),
+            *(
+                data_quality_assertions_dataset.Assertion(
+                    assertion=f"conservation: {v.column} adds up to the sum of {v.source}",
+                    success=v.difference == 0,
+                    expected=text_of(0),
+                    actual=str(text_of(v.difference)),
+                    column=v.source,
+                )
+                for v in balance.values
             ),
         ]
     )
@@ -151,7 +163,7 @@ def statistics_event(
                 rowCount=gained["dead_letters"]
             )
         }
-    if confirmed or not balance.lost_or_doubled:
+    if confirmed or not balance.wrong:
         facets[hop.input.key]["dataQualityAssertions"] = assertions(balance)
     period = ConservationPeriodRunFacet(
         startTime=was["at"], endTime=at, start=was["range"], end=look["range"], otherWriters=outputs_others

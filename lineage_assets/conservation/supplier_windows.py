@@ -39,17 +39,17 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import Message
 
 from lineage_assets.conservation import acceptances
 from lineage_assets.conservation.avro_values import AvroValues
 from lineage_assets.conservation.balance import HopBalance, OtherWriter, StoreUnavailable
 from lineage_assets.conservation.foreign_records import Run
 from lineage_assets.conservation.hops import Hop
+from lineage_assets.conservation.kafka_reads import consumer_of, read_ranges, tail_starts
 from lineage_assets.conservation.stores import Stores
 from lineage_assets.conservation.window_book import (
     WRITER,
@@ -62,97 +62,14 @@ from lineage_assets.conservation.window_book import (
 )
 from lineage_assets.conservation.window_cut import Cut, FlinkView, cut_key, now_ms, take_cut, wait_for_checkpoint_after
 from lineage_assets.conservation.window_tail import TailBook, dead_raw_value, digest, tail_order, tail_start_ms
+from lineage_assets.conservation.window_values import value_balances
 
 #: the facts kind (``CountStore``) of the window book, and the scan name
 FACTS = "supplier-windows"
-
-
 SCAN = "supplier-windows"
 
 
 log = logging.getLogger(__name__)
-
-
-def _consumer(stores: Stores) -> Consumer:
-    """Reads up to known end offsets: a partition ending in a transaction marker is only done at its end-of-
-    partition event, which a fetch waiting for more data (500 ms by default) would hold back."""
-    return Consumer(
-        stores.kafka.connection.client_config(
-            **{
-                "group.id": f"lineage-lab-reconcile-{SCAN}",
-                "enable.auto.commit": False,
-                "enable.partition.eof": True,
-                "isolation.level": "read_committed",
-                "auto.offset.reset": "earliest",
-                "fetch.wait.max.ms": 20,
-            }
-        )
-    )
-
-
-def _kafka_unavailable(stores: Stores, where: str, exc: Any) -> StoreUnavailable:
-    return StoreUnavailable(
-        f"Kafka at {stores.kafka.connection.bootstrap} did not answer while {where} ({exc}); start the broker "
-        "(`lineage-lab stack up kafka`), then reconcile again"
-    )
-
-
-def tail_starts(
-    stores: Stores, consumer: Consumer, topic: str, ranges: dict[int, tuple[int, int]], since_ms: int | None
-) -> dict[int, int]:
-    """partition -> the first offset of ``topic``'s tail: stamped at or after ``since_ms`` (None: the log start),
-    at least the log start; the end when no record is stamped that late. ranges: partition -> (log start, end)."""
-    starts = {p: lo for p, (lo, _) in ranges.items()}
-    if since_ms is None or not ranges:
-        return starts
-    try:
-        timed = consumer.offsets_for_times(
-            [TopicPartition(topic, p, since_ms) for p in ranges], timeout=stores.kafka.timeout
-        )
-    except KafkaException as exc:
-        raise _kafka_unavailable(stores, f"finding {topic}'s records stamped from {utc_text(since_ms)}", exc) from exc
-    for tp in timed:
-        lo, end = ranges[tp.partition]
-        starts[tp.partition] = end if tp.offset < 0 else max(tp.offset, lo)
-    return starts
-
-
-def read_ranges(
-    stores: Stores, consumer: Consumer, topic: str, ranges: dict[int, tuple[int, int]]
-) -> Iterator[Message]:
-    """Committed records of ``topic``, partition -> [from, to) offsets, in offset order per partition."""
-    for p, (start, end) in sorted(ranges.items()):
-        if start >= end:
-            continue
-        where = f"reading {topic}[{p}] offsets {start}..{end - 1}"
-        try:
-            consumer.assign([TopicPartition(topic, p, start)])
-            quiet_since = time.monotonic()
-            done = False
-            while not done:
-                batch = consumer.consume(1000, timeout=0.2)
-                if not batch and time.monotonic() - quiet_since > 15:
-                    raise StoreUnavailable(
-                        f"Kafka at {stores.kafka.connection.bootstrap} stalled while {where}; check the broker "
-                        "(`lineage-lab stack status`), then reconcile again"
-                    )
-                for msg in batch:
-                    quiet_since = time.monotonic()
-                    err = msg.error()
-                    if err is not None and err.code() == KafkaError._PARTITION_EOF:
-                        done = True
-                        break
-                    if err is not None:
-                        raise StoreUnavailable(f"Kafka at {stores.kafka.connection.bootstrap}: {err} while {where}")
-                    if msg.offset() >= end:
-                        done = True
-                        break
-                    yield msg
-                    if msg.offset() + 1 >= end:
-                        done = True
-                        break
-        except KafkaException as exc:
-            raise _kafka_unavailable(stores, where, exc) from exc
 
 
 @dataclass(frozen=True)
@@ -173,6 +90,7 @@ def advance_tail(
     book: WindowBook,
     fired_through: int | None,
     avro: AvroValues,
+    summed: str | None = None,
 ) -> TailRead:
     """Bring ``tail`` up to the cut: decode the orders from where it stood (or the tail start) to C and the dead
     letters past its position, then settle its candidates against ``book`` and ``fired_through``."""
@@ -181,7 +99,7 @@ def advance_tail(
     missing = sorted(set(cut.committed) - set(log_starts))
     if missing:
         raise StoreUnavailable(f"{hop.input.name} has no partitions {missing} on {stores.kafka.connection.bootstrap}")
-    consumer = _consumer(stores)
+    consumer = consumer_of(stores, SCAN)
     try:
         input_range = {p: (log_starts[p], c) for p, c in cut.committed.items()}
         order_starts = tail_starts(stores, consumer, hop.input.name, input_range, since)
@@ -197,7 +115,7 @@ def advance_tail(
         tail.take_dead(letters)
         decoded = 0
         for msg in read_ranges(stores, consumer, hop.input.name, ranges):
-            tail.take_order(tail_order(msg, avro), book, fired_through)
+            tail.take_order(tail_order(msg, avro, summed), book, fired_through)
             decoded += 1
     finally:
         consumer.close()
@@ -262,11 +180,31 @@ class _Steps:
         return f"{total:.2f} s (" + ", ".join(f"{n} {s:.2f} s" for n, s in self.laps) + ")"
 
 
-def balance(hop: Hop, stores: Stores, sleep=time.sleep) -> HopBalance:
-    """supplier-stats' balance at one cut (see the module doc)."""
-    steps = _Steps()
+@dataclass
+class Reading:
+    """What one reconciliation saw at its cut: the books brought up to it and the event time known to have fired."""
+
+    jid: str | None
+    cut: Cut
+    book: WindowBook
+    tail: TailBook
+    fired_through: int | None
+    now_mark: int | None
+    doubtful: bool
+    read: TailRead
+    decoded: int = 0
+    dead_read: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def since(self) -> int | None:
+        return tail_start_ms(self.fired_through)
+
+
+def read_at_cut(hop: Hop, stores: Stores, avro: AvroValues, summed: str | None, sleep, steps: _Steps) -> Reading:
+    """The books brought up to a cut, taken a second time after a checkpoint when pending windows are behind the
+    job's clock; what it learned saved once at the end."""
     flink = FlinkView(stores)
-    avro = AvroValues(stores.resources.kafka.registry())
     jid = flink.running_job()
     t0 = now_ms()
     w0 = flink.watermark(jid) if jid else None
@@ -278,7 +216,7 @@ def balance(hop: Hop, stores: Stores, sleep=time.sleep) -> HopBalance:
     # final, so a second attempt goes on from the first one's state and adds nothing twice), saved once at the end
     tail = TailBook.from_json(remembered.get("tail"))
     steps.lap("flink, remembered facts")
-    tail_notes: list[str] = []
+    notes: list[str] = []
     decoded = dead_read = 0
     for attempt in range(2):
         cut = take_cut(hop, stores, flink, jid, sleep, remembered.get("quiet_cut") or None)
@@ -294,39 +232,30 @@ def balance(hop: Hop, stores: Stores, sleep=time.sleep) -> HopBalance:
         fired_through = max(
             (t for t in (book.fired_through, before_cut, tail.fired_through) if t is not None), default=None
         )
-        since = tail_start_ms(fired_through)
-        read = advance_tail(hop, stores, cut, tail, book, fired_through, avro)
+        read = advance_tail(hop, stores, cut, tail, book, fired_through, avro, summed)
         decoded, dead_read = decoded + read.orders, dead_read + read.dead_letters
-        tail_notes += [n for n in read.notes if n not in tail_notes]
-        pending = tail.pending()
+        notes += [n for n in read.notes if n not in notes]
         steps.lap("tail")
         now_mark = flink.watermark(jid) if jid else None
         # a pending window the clock has passed may have fired after the checkpoint (its output not committed yet)
         # or be lost: one checkpoint triggered after w0 was read tells (then w0 bounds what fired before it)
-        doubtful = now_mark is not None and any(end - 1 <= now_mark for end in pending.windows)
+        doubtful = now_mark is not None and any(end - 1 <= now_mark for end in tail.pending().windows)
         if attempt or not doubtful or (cut.checkpoint and cut.checkpoint.trigger_ms > t0):
             break
         wait_for_checkpoint_after(flink, jid, t0, sleep)
         steps.lap("wait for a checkpoint")
     # a settled cut that left nothing pending: seeing it unchanged next time needs no wait for a checkpoint to settle
-    quiet = cut.steady and pending.orders == 0 and not doubtful
+    quiet = cut.steady and tail.pending().orders == 0 and not doubtful
     saved = {"tail": tail.to_json(), "quiet_cut": cut_key(cut) if quiet else ""}
     if jid and w0 is not None:
         saved["watermark"] = json.dumps({"jid": jid, "w": w0, "t": t0})
     stores.counts.put_facts(FACTS, saved)
-    ins = stores.kafka.count(hop.input.name, {p: [c] for p, c in cut.committed.items()})
-    dlq = stores.kafka.count(hop.dead_letters.name, {p: [end] for p, (_, end) in cut.dlq_end.items()})
-    steps.lap("save, in and dead-letter counts")
-    log.info(
-        "supplier-stats reconciled in %s; decoded %d orders (%s) and %d dead letters, %d candidates, %d unmatched "
-        "dead letters remembered",
-        steps,
-        decoded,
-        spans_text({p: Run(1, 0, lo, hi - 1) for p, (lo, hi) in read.order_ranges.items() if hi > lo}) or "none",
-        dead_read,
-        len(tail.candidates),
-        sum(len(w) for w in tail.dead.values()),
-    )
+    return Reading(jid, cut, book, tail, fired_through, now_mark, doubtful, read, decoded, dead_read, notes)
+
+
+def notes_of(r: Reading) -> list[str]:
+    """What the figures mean at this reading, one line each."""
+    book, cut = r.book, r.cut
     notes = [
         f"cut: checkpoint {cut.checkpoint.id if cut.checkpoint else '-'}; the group's committed offsets C read "
         "before and after the output's and dead letters' ends"
@@ -335,19 +264,19 @@ def balance(hop: Hop, stores: Stores, sleep=time.sleep) -> HopBalance:
         f"({book.closed_windows} closed windows folded into {book.closed_count}, {len(book.windows)} windows open) "
         "plus the counts claimed by other producers' records",
         "pending: orders below C (tail read from "
-        + (utc_text(since) if since is not None else "the log start")
+        + (utc_text(r.since) if r.since is not None else "the log start")
         + ") in windows with no committed firing ending after event time "
-        + (utc_text(fired_through) if fired_through is not None else "- (nothing fired yet)")
+        + (utc_text(r.fired_through) if r.fired_through is not None else "- (nothing fired yet)")
         + "; dead letters matched by raw value. The tail is decoded once: each run reads only the orders and dead "
         "letters past the positions remembered, and keeps the orders that may still be pending",
-        *tail_notes,
+        *r.notes,
     ]
-    if jid is None:
+    if r.jid is None:
         notes.append(
             "the job is not running: no watermark; windows not written yet count as pending (they fire when it "
             "resumes from its checkpoint), so a window lost after the newest one written cannot be told yet"
         )
-    elif doubtful:
+    elif r.doubtful:
         notes.append(
             "some pending windows are behind the job's clock: they fired after the last checkpoint or were lost; "
             "the next checkpoint tells"
@@ -369,6 +298,51 @@ def balance(hop: Hop, stores: Stores, sleep=time.sleep) -> HopBalance:
             f"{acked} acknowledged foreign records ({sum(s.rows for s in book.acknowledged.values())} rows claimed, "
             f"offsets {spans_text(book.acknowledged)}) are not counted"
         )
+    return notes
+
+
+def range_of(hop: Hop, r: Reading) -> dict[str, Any]:
+    """The offsets, checkpoint and event times the figures cover."""
+    cut, book = r.cut, r.book
+    return {
+        hop.input.name: {str(p): c for p, c in cut.committed.items()},
+        hop.output.name: {str(p): end for p, (_, end) in cut.output_end.items()},
+        (hop.dead_letters.name if hop.dead_letters else "dead_letters"): {
+            str(p): end for p, (_, end) in cut.dlq_end.items()
+        },
+        "checkpoint": cut.checkpoint.id if cut.checkpoint else None,
+        "watermark": utc_text(r.now_mark) if r.now_mark is not None else None,
+        "fired_through": utc_text(r.fired_through) if r.fired_through is not None else None,
+        "windows": {
+            "closed_through": utc_text(book.closed_through_end) if book.closed_through_end else None,
+            "newest_end": utc_text(book.newest_end) if book.newest_end else None,
+            "open": len(book.windows),
+        },
+    }
+
+
+def balance(hop: Hop, stores: Stores, sleep=time.sleep) -> HopBalance:
+    """supplier-stats' balance at one cut, its values with it (see the module doc)."""
+    steps = _Steps()
+    columns = hop.job.summed_columns(hop.output.key)  # total_price -> price: the values to weigh
+    avro = AvroValues(stores.resources.kafka.registry())
+    r = read_at_cut(hop, stores, avro, next(iter(columns.values()), None), sleep, steps)
+    cut, book, pending = r.cut, r.book, r.tail.pending()
+    ins = stores.kafka.count(hop.input.name, {p: [c] for p, c in cut.committed.items()})
+    dlq = stores.kafka.count(hop.dead_letters.name, {p: [end] for p, (_, end) in cut.dlq_end.items()})
+    steps.lap("in and dead-letter counts")
+    values = value_balances(hop, stores, avro, cut, book, r.tail, ins, r.fired_through)
+    steps.lap("values")
+    log.info(
+        "supplier-stats reconciled in %s; decoded %d orders (%s) and %d dead letters, %d candidates, %d unmatched "
+        "dead letters remembered",
+        steps,
+        r.decoded,
+        spans_text({p: Run(1, 0, lo, hi - 1) for p, (lo, hi) in r.read.order_ranges.items() if hi > lo}) or "none",
+        r.dead_read,
+        len(r.tail.candidates),
+        sum(len(w) for w in r.tail.dead.values()),
+    )
     return HopBalance(
         job=hop.job.name,
         input=hop.input.qualified_name,
@@ -377,22 +351,9 @@ def balance(hop: Hop, stores: Stores, sleep=time.sleep) -> HopBalance:
         out=book.out,
         dead_letters=sum(c.records for c in dlq.values()),
         pending=pending.orders,
-        range={
-            hop.input.name: {str(p): c for p, c in cut.committed.items()},
-            hop.output.name: {str(p): end for p, (_, end) in cut.output_end.items()},
-            (hop.dead_letters.name if hop.dead_letters else "dead_letters"): {
-                str(p): end for p, (_, end) in cut.dlq_end.items()
-            },
-            "checkpoint": cut.checkpoint.id if cut.checkpoint else None,
-            "watermark": utc_text(now_mark) if now_mark is not None else None,
-            "fired_through": utc_text(fired_through) if fired_through is not None else None,
-            "windows": {
-                "closed_through": utc_text(book.closed_through_end) if book.closed_through_end else None,
-                "newest_end": utc_text(book.newest_end) if book.newest_end else None,
-                "open": len(book.windows),
-            },
-        },
-        other_writers=book.other_writers(hop.output.qualified_name, hop.output.name),
+        range=range_of(hop, r),
+        other_writers=book.other_writers(hop.output.qualified_name, hop.output.name, tuple(columns)),
+        values=values,
         pending_since=pending.since_ms / 1000 if pending.since_ms is not None else None,
-        notes=tuple(notes),
+        notes=tuple(notes_of(r)),
     )

@@ -20,20 +20,13 @@ from confluent_kafka import Message
 from lineage_assets.conservation.avro_values import EPOCH, AvroValues
 from lineage_assets.conservation.balance import OtherWriter
 from lineage_assets.conservation.foreign_records import Batch, ForeignRecords, Run
+from lineage_assets.conservation.values import units_of_double
 
 #: as flink_jobs/supplier_stats_job.py sets them (a unit test holds the two equal)
 WINDOW_MS = 5_000
-
-
 OUT_OF_ORDERNESS_MS = 5_000
-
-
 ALLOWED_LATENESS_MS = 5_000
-
-
 WRITER_HEADER = "lineage-lab-writer"
-
-
 WRITER = "supplier-stats"
 
 
@@ -81,6 +74,8 @@ class OutputRecord:
     window_end_ms: int = 0
     supplier: str = ""
     count: int = 0
+    #: total_price in units (values.py): the value the window claims
+    units: int = 0
 
 
 def spans_text(spans: dict[int, Run]) -> str:
@@ -99,8 +94,11 @@ class WindowBook:
     """
 
     positions: dict[int, int] = field(default_factory=dict)
-    windows: dict[str, list[int]] = field(default_factory=dict)  # key -> [count, window end ms]
+    windows: dict[str, list[int]] = field(default_factory=dict)  # key -> [count, window end ms, total units]
     closed_count: int = 0
+    closed_units: int = 0
+    #: whether every window's total was kept (False for a book kept before values were: its totals are unknown)
+    values: bool = True
     closed_windows: int = 0
     #: windows ending at or before this were folded into the closed total
     closed_through_end: int | None = None
@@ -116,7 +114,7 @@ class WindowBook:
     # the figures
     @property
     def job_out(self) -> int:
-        return self.closed_count + sum(c for c, _ in self.windows.values())
+        return self.closed_count + sum(w[0] for w in self.windows.values())
 
     @property
     def foreign_rows(self) -> int:
@@ -125,6 +123,11 @@ class WindowBook:
     @property
     def out(self) -> int:
         return self.job_out + self.foreign_rows
+
+    @property
+    def out_units(self) -> int:
+        """The total the windows claim (the job's and other producers'), in units."""
+        return self.closed_units + sum(w[2] for w in self.windows.values()) + self.foreign.units
 
     @property
     def fired_through(self) -> int | None:
@@ -147,7 +150,7 @@ class WindowBook:
             self.positions[r.partition] = max(self.positions.get(r.partition, after), after)
             legacy = not r.headered and (self.header_since_ms is None or r.timestamp_ms < self.header_since_ms)
             if not r.headered and not legacy:
-                self.foreign.add(r.partition, r.offset, max(r.count, 0), accepted)
+                self.foreign.add(r.partition, r.offset, max(r.count, 0), accepted, r.units)
                 continue
             if legacy:
                 self.legacy_records += 1
@@ -158,7 +161,7 @@ class WindowBook:
             closed = self.closed_through_end is not None and r.window_end_ms <= self.closed_through_end
             if key not in self.windows and closed:
                 self.reopened += 1
-            self.windows[key] = [r.count, r.window_end_ms]
+            self.windows[key] = [r.count, r.window_end_ms, r.units]
             self.newest_end = r.window_end_ms if self.newest_end is None else max(self.newest_end, r.window_end_ms)
 
     def prune(self) -> int:
@@ -166,10 +169,11 @@ class WindowBook:
         if self.newest_end is None:
             return 0
         bound = self.newest_end - ALLOWED_LATENESS_MS
-        done = [k for k, (_, end) in self.windows.items() if end <= bound]
+        done = [k for k, w in self.windows.items() if w[1] <= bound]
         for k in done:
-            count, end = self.windows.pop(k)
+            count, end, units = self.windows.pop(k)
             self.closed_count += count
+            self.closed_units += units
             self.closed_windows += 1
             self.closed_through_end = end if self.closed_through_end is None else max(self.closed_through_end, end)
         return len(done)
@@ -197,14 +201,16 @@ class WindowBook:
             self.acknowledged.setdefault(p, Run()).merge(span)
         return moved
 
-    def other_writers(self, output: str, topic: str) -> tuple[OtherWriter, ...]:
-        """One writer per batch of foreign records (see ``foreign_records``)."""
+    def other_writers(self, output: str, topic: str, summed: tuple[str, ...] = ()) -> tuple[OtherWriter, ...]:
+        """One writer per batch of foreign records (see ``foreign_records``), with the totals they claim in the
+        ``summed`` columns."""
         return self.foreign.writers(
             output,
             lambda b: (
                 f"{b.records} records without the job's writer header ({WRITER_HEADER}: {WRITER}), {topic} "
                 f"offsets {b.spans()}"
             ),
+            summed=summed,
         )
 
     # persistence
@@ -216,7 +222,8 @@ class WindowBook:
             {
                 "positions": {str(p): o for p, o in self.positions.items()},
                 "windows": self.windows,
-                "closed": [self.closed_count, self.closed_windows, self.closed_through_end],
+                "closed": [self.closed_count, self.closed_windows, self.closed_through_end, self.closed_units],
+                "values": self.values,
                 "newest_end": self.newest_end,
                 "header_since_ms": self.header_since_ms,
                 "legacy_records": self.legacy_records,
@@ -237,13 +244,17 @@ class WindowBook:
         def spans(raw: dict[str, list[int]]) -> dict[int, Run]:
             return {int(p): Run(*v) for p, v in raw.items()}
 
-        closed = d.get("closed") or [0, 0, None]
+        closed = d.get("closed") or [0, 0, None, 0]
+        windows = {k: list(v) for k, v in d.get("windows", {}).items()}
+        with_values = d.get("values") is True
         return cls(
             positions={int(p): o for p, o in d.get("positions", {}).items()},
-            windows={k: list(v) for k, v in d.get("windows", {}).items()},
+            windows={k: v if len(v) > 2 else [*v, 0] for k, v in windows.items()},
             closed_count=closed[0],
             closed_windows=closed[1],
             closed_through_end=closed[2],
+            closed_units=closed[3] if len(closed) > 3 else 0,
+            values=with_values,
             newest_end=d.get("newest_end"),
             header_since_ms=d.get("header_since_ms"),
             legacy_records=d.get("legacy_records", 0),
@@ -282,7 +293,15 @@ def output_record(msg: Message, avro: AvroValues) -> OutputRecord:
         start, end = str(record["window_start"]), str(record["window_end"])
         supplier, count = str(record["supplier"]), int(record["count"])
         return OutputRecord(
-            base.partition, base.offset, base.timestamp_ms, headered, start, parse_utc(end), supplier, count
+            base.partition,
+            base.offset,
+            base.timestamp_ms,
+            headered,
+            start,
+            parse_utc(end),
+            supplier,
+            count,
+            units_of_double(record.get("total_price")),
         )
     except (TypeError, KeyError, ValueError):
         return base

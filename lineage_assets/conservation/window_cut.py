@@ -19,19 +19,11 @@ from lineage_assets.conservation.window_book import WRITER
 
 #: the job's source consumer group (commits its offsets on each checkpoint)
 GROUP = "supplier-stats"
-
-
 #: the window operator, as Flink's REST API names its vertex
 WINDOW_VERTEX = "per-supplier windows"
-
-
 #: a checkpoint completed this recently may not have committed its offsets and transactions yet: wait
 SETTLE_MS = 2_000
-
-
 _CUT_ATTEMPTS = 6
-
-
 _LONG_MIN = -(2**63)
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import Message
 
 from lineage_assets.conservation.avro_values import AvroValues, millis
+from lineage_assets.conservation.values import units_of
 from lineage_assets.conservation.window_book import (
     ALLOWED_LATENESS_MS,
     OUT_OF_ORDERNESS_MS,
@@ -39,6 +40,8 @@ class TailOrder:
     raw: bytes | None
     supplier: str | None = None
     bid_ms: int | None = None
+    #: the summed column's value (``price``) in units (values.py)
+    units: int = 0
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,8 @@ class Pending:
     since_ms: int | None
     #: window end (ms) -> pending orders in it
     windows: dict[int, int]
+    #: the pending orders' summed column, in units
+    units: int = 0
 
 
 def digest(raw: bytes) -> str:
@@ -66,6 +71,7 @@ class Candidate:
     window_start_ms: int
     supplier: str
     digest: str
+    units: int = 0
 
     @property
     def window_end_ms(self) -> int:
@@ -101,6 +107,8 @@ class TailBook:
     dead: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     #: the highest ``fired_through`` a reconciliation used: the event time known to have fired stays known
     fired_through: int | None = None
+    #: whether every candidate's value was kept (False for a book kept before values were)
+    values: bool = True
 
     # where to read
     def resume(
@@ -190,6 +198,7 @@ class TailBook:
                     start,
                     order.supplier,
                     digest(order.raw) if order.raw is not None else "",
+                    order.units,
                 )
             )
 
@@ -213,7 +222,7 @@ class TailBook:
     def pending(self) -> Pending:
         windows: Counter[int] = Counter(c.window_end_ms for c in self.candidates)
         since = min((c.timestamp_ms for c in self.candidates), default=None)
-        return Pending(len(self.candidates), since, dict(windows))
+        return Pending(len(self.candidates), since, dict(windows), sum(c.units for c in self.candidates))
 
     # persistence
     def to_json(self) -> str:
@@ -221,9 +230,10 @@ class TailBook:
             {
                 "positions": {str(p): o for p, o in self.positions.items()},
                 "candidates": [
-                    [c.partition, c.offset, c.timestamp_ms, c.window_start_ms, c.supplier, c.digest]
+                    [c.partition, c.offset, c.timestamp_ms, c.window_start_ms, c.supplier, c.digest, c.units]
                     for c in self.candidates
                 ],
+                "values": self.values,
                 "dlq_positions": {str(p): o for p, o in self.dlq_positions.items()},
                 "dead": {d: [list(w) for w in where] for d, where in self.dead.items()},
                 "fired_through": self.fired_through,
@@ -242,6 +252,7 @@ class TailBook:
             dlq_positions={int(p): o for p, o in d.get("dlq_positions", {}).items()},
             dead={k: [(p, o) for p, o in v] for k, v in d.get("dead", {}).items()},
             fired_through=d.get("fired_through"),
+            values=d.get("values") is True,
         )
 
 
@@ -254,14 +265,16 @@ def tail_start_ms(fired_through: int | None) -> int | None:
     return max(fired_through - WINDOW_MS - OUT_OF_ORDERNESS_MS - ALLOWED_LATENESS_MS - TAIL_SLACK_MS, 0)
 
 
-def tail_order(msg: Message, avro: AvroValues) -> TailOrder:
+def tail_order(msg: Message, avro: AvroValues, summed: str | None = None) -> TailOrder:
+    """An ``orders`` record as the tail needs it; ``summed``: the column whose value it carries (``price``)."""
     value = msg.value()
     record = avro.decode(value)
     supplier = record.get("supplier") if record else None
     bid = millis(record.get("bid_time")) if record else None
     ok = isinstance(supplier, str) and bid is not None
+    units = units_of(record.get(summed)) if record and summed else 0
     return TailOrder(
-        msg.partition(), msg.offset(), msg.timestamp()[1], value, supplier if ok else None, bid if ok else None
+        msg.partition(), msg.offset(), msg.timestamp()[1], value, supplier if ok else None, bid if ok else None, units
     )
 
 

@@ -101,6 +101,9 @@ class ColumnSource:
     type: Literal["DIRECT", "INDIRECT"] = "DIRECT"
     subtype: str = "IDENTITY"  # IDENTITY, TRANSFORMATION, AGGREGATION, FILTER, GROUP_BY, WINDOW, ...
     description: str = ""
+    #: the output column is the sum of this input column over the records it summarises (an AGGREGATION that is a
+    #: sum, not a count): conservation balances the two columns' values as well as the counts
+    sums: bool = False
 
 
 @dataclass(frozen=True)
@@ -141,6 +144,15 @@ class Job:
     @property
     def node_id(self) -> str:
         return f"job:{self.namespace}:{self.name}"
+
+    def summed_columns(self, output: str) -> dict[str, str]:
+        """Output column -> the input column it sums, for ``output`` (a dataset key): what value conservation
+        balances on this job's hop."""
+        return {
+            column: sources[0].column
+            for column, sources in self.column_lineage.get(output, {}).items()
+            if len(sources) == 1 and sources[0].sums
+        }
 
     @property
     def simple_name(self) -> str:
@@ -352,7 +364,7 @@ class Pipeline:
                         "window_start": (ColumnSource("kafka_orders", "bid_time", "DIRECT", "TRANSFORMATION"),),
                         "window_end": (ColumnSource("kafka_orders", "bid_time", "DIRECT", "TRANSFORMATION"),),
                         "supplier": (ColumnSource("kafka_orders", "supplier"),),
-                        "total_price": (ColumnSource("kafka_orders", "price", "DIRECT", "AGGREGATION"),),
+                        "total_price": (ColumnSource("kafka_orders", "price", "DIRECT", "AGGREGATION", sums=True),),
                         "count": (ColumnSource("kafka_orders", "order_id", "DIRECT", "AGGREGATION"),),
                     }
                 },
@@ -401,7 +413,7 @@ class Pipeline:
                         "supplier": (ColumnSource("iceberg_orders", "supplier"),),
                         "bid_date": (ColumnSource("iceberg_orders", "bid_time", "DIRECT", "TRANSFORMATION"),),
                         "bid_hour": (ColumnSource("iceberg_orders", "bid_time", "DIRECT", "TRANSFORMATION"),),
-                        "total_price": (ColumnSource("iceberg_orders", "price", "DIRECT", "AGGREGATION"),),
+                        "total_price": (ColumnSource("iceberg_orders", "price", "DIRECT", "AGGREGATION", sums=True),),
                         "total_count": (),  # count(*): computed from no column
                     }
                 },

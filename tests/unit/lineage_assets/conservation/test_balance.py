@@ -84,6 +84,7 @@ def test_json_shape_of_reconcile():
         "unknown": None,
         "notes": [],
         "took_s": None,
+        "values": {},
     }
     assert b.summary() == (
         "iceberg-ingestion: kafka://b/orders -> s3://w/default/orders, kafka://b/dlq: missing: in 1000, out 980, "

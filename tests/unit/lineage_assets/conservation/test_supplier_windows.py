@@ -409,10 +409,10 @@ def test_output_records_read_avro_and_json_and_the_header() -> None:
         2, STATS_SCHEMA, {"window_start": S0, "window_end": S1, "supplier": "Joe", "total_price": 1.5, "count": 3}
     )
     mine = window_book.output_record(FakeMessage(value, [("lineage-lab-writer", b"supplier-stats")], 1, 7), avro)
-    assert mine == OutputRecord(1, 7, T0, True, S0, T0 + 5_000, "Joe", 3)
+    assert mine == OutputRecord(1, 7, T0, True, S0, T0 + 5_000, "Joe", 3, 150)  # total_price 1.5: 150 cents
     other = json.dumps({"window_start": S0, "window_end": S1, "supplier": "Eve", "total_price": 2.0, "count": 2})
     theirs = window_book.output_record(FakeMessage(other.encode(), [("lineage-lab-writer", b"someone")], 0, 1), avro)
-    assert theirs == OutputRecord(0, 1, T0, False, S0, T0 + 5_000, "Eve", 2)
+    assert theirs == OutputRecord(0, 1, T0, False, S0, T0 + 5_000, "Eve", 2, 200)
     assert window_book.output_record(FakeMessage(b"\x00\x00\x00\x01\x94xx", None), avro).window_start is None
     with pytest.raises(balance.StoreUnavailable, match=r"registry\.test"):
         avro.decode(b"\x00\x00\x00\x01\xf4xx")  # id 500: the registry does not answer
@@ -561,7 +561,7 @@ def test_add_keeps_the_highest_position_the_newest_end_and_counts_unreadable_and
     unreadable = OutputRecord(1, 3, T0 + 20_000, True)
     book.add([unreadable, job(1, 4, S2, T0 + 15_000, "Ann", 2)])
     assert book.unreadable == foreign_records.Run(1, 0, 3, 3)
-    assert book.windows[f"{S2}|Ann"] == [2, T0 + 15_000]
+    assert book.windows[f"{S2}|Ann"] == [2, T0 + 15_000, 0]
     book.add([job(2, 0, S3, T0 + 40_000, "Ann", 1, ts=T0 + 45_000)])
     assert book.prune() == 3
     book.add([job(2, 1, S0, T0 + 5_000, "Joe", 1), job(2, 2, S1, T0 + 10_000, "Joe", 1)])
