@@ -41,8 +41,10 @@ import pyarrow.compute as pc
 from botocore.exceptions import BotoCoreError, ClientError
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from lineage_assets.conservation import archive as archive_hop
 from lineage_assets.conservation import iceberg_ingestion_hop as iceberg_hop
+from lineage_assets.conservation.archive_keys import OFFSET_DIGITS, place_of
+from lineage_assets.conservation.archive_listing import s3_unavailable
+from lineage_assets.conservation.archive_objects import ERROR_OFFSET, ERROR_PARTITION, ERROR_TOPIC
 from lineage_assets.conservation.avro_values import AvroValues
 from lineage_assets.conservation.balance import StoreUnavailable
 from lineage_assets.conservation.hops import Hop
@@ -94,7 +96,7 @@ def compare_counts(expected: Mapping[str, int], found: Mapping[str, int]) -> tup
     return missing, doubled
 
 
-def decimal_prefixes(lo: int, hi: int, width: int = archive_hop.OFFSET_DIGITS) -> list[str]:
+def decimal_prefixes(lo: int, hi: int, width: int = OFFSET_DIGITS) -> list[str]:
     """Zero-padded decimal prefixes, in order, whose numbers are exactly [lo, hi): narrow listings of the sink's
     keys by start offset (s3proxy reads the metadata of every key under a listing's prefix, so a wide prefix costs
     every key of the folder)."""
@@ -388,10 +390,10 @@ def _flink_source(topic: str):
 def _connect_source(topic: str):
     def source_of(msg) -> tuple[int, int] | None:
         headers = {k: (v.decode("utf-8", "replace") if v is not None else None) for k, v in msg.headers() or []}
-        if headers.get(archive_hop.ERROR_TOPIC) != topic:
+        if headers.get(ERROR_TOPIC) != topic:
             return None
         try:
-            return int(headers[archive_hop.ERROR_PARTITION] or ""), int(headers[archive_hop.ERROR_OFFSET] or "")
+            return int(headers[ERROR_PARTITION] or ""), int(headers[ERROR_OFFSET] or "")
         except (KeyError, ValueError):
             return None
 
@@ -525,7 +527,7 @@ def _list_starts(stores: Stores, bucket: str, folder: str, lo: int, hi: int, end
             try:
                 response = stores.s3.list_objects_v2(**args)
             except (BotoCoreError, ClientError) as exc:
-                raise archive_hop.s3_unavailable(endpoint, f"listing s3://{bucket}/{folder}{digits}", exc) from exc
+                raise s3_unavailable(endpoint, f"listing s3://{bucket}/{folder}{digits}", exc) from exc
             out += [(o["Key"], o["ETag"]) for o in response.get("Contents", [])]
             if not response.get("IsTruncated"):
                 return out
@@ -542,9 +544,9 @@ def _object_ids(stores: Stores, bucket: str, key: str, endpoint: str) -> list[st
     except ClientError as exc:
         if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
             return None
-        raise archive_hop.s3_unavailable(endpoint, f"reading s3://{bucket}/{key}", exc) from exc
+        raise s3_unavailable(endpoint, f"reading s3://{bucket}/{key}", exc) from exc
     except BotoCoreError as exc:
-        raise archive_hop.s3_unavailable(endpoint, f"reading s3://{bucket}/{key}", exc) from exc
+        raise s3_unavailable(endpoint, f"reading s3://{bucket}/{key}", exc) from exc
     ids: list[str | None] = []
     for line in body.split(b"\n"):
         if not line.strip():
@@ -579,7 +581,7 @@ def audit_archive(hop: Hop, stores: Stores) -> KeyAudit:
             found = _list_starts(stores, bucket, folder, lo, b, endpoint)
             starts = {}
             for key in found:
-                place = archive_hop.place_of(key, prefix, topic, ranges)
+                place = place_of(key, prefix, topic, ranges)
                 if place.partition == p:
                     starts[key] = place.start
             if any(s <= a for s in starts.values()) or lo == 0:

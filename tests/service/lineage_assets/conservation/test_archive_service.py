@@ -23,7 +23,7 @@ import pytest
 from botocore.config import Config
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from lineage_assets.conservation import archive
+from lineage_assets.conservation import archive, archive_listing
 from lineage_assets.conservation.balance import HopBalance, StoreUnavailable
 from lineage_assets.conservation.count_store import CountStore
 from lineage_assets.conservation.hops import hops
@@ -193,7 +193,7 @@ def rotation_runs(lines: dict[str, int]) -> int:
     ROTATION_KEYS - SHARD_KEYS keys of old shards (a shard holds at most SHARD_KEYS), or one folder check alone
     (three partition folders); one more for the run that starts mid-rotation."""
     folders = len({m.group(1) for k in lines if (m := KEY.fullmatch(k))})
-    return math.ceil(len(lines) / (archive.ROTATION_KEYS - archive.SHARD_KEYS)) + folders + 1
+    return math.ceil(len(lines) / (archive_listing.ROTATION_KEYS - archive_listing.SHARD_KEYS)) + folders + 1
 
 
 def runs_until(stores, hop, status: str, limit: int) -> tuple[HopBalance, int]:

@@ -5,33 +5,22 @@ from typing import Any
 
 import pytest
 
-from lineage_assets.conservation.archive import (
+from lineage_assets.conservation.archive_keys import KeyPlace, object_key, parse_place, place_of, sink_place
+from lineage_assets.conservation.archive_listing import (
     OUTSIDE,
     FolderPlan,
-    KeyPlace,
     Listing,
-    Placed,
-    _age,
-    _Held,
+    age,
     choose_rotation,
-    count_lines,
-    fact_lines,
     fresh_shards,
-    hole_text,
     list_archive,
-    object_key,
-    offsets_of,
-    parse_place,
-    place_of,
     plan_shards,
-    remembered_counts,
     rotation_note,
     shard_range,
-    sink_place,
-    span_end,
     verified_at,
-    walk,
 )
+from lineage_assets.conservation.archive_objects import count_lines, fact_lines, remembered_counts
+from lineage_assets.conservation.archive_walk import Held, Placed, hole_text, offsets_of, span_end, walk
 from lineage_assets.conservation.count_store import CountStore
 from lineage_assets.conservation.kafka_counts import PartitionCount
 
@@ -471,19 +460,19 @@ def test_walk_pending_pieces_add_up_and_a_hole_ending_at_the_cut_is_not_pending(
 
 
 def test_held_intervals_merge_where_they_touch():
-    held = _Held()
+    held = Held()
     held.add(0, 5)
     held.add(5, 8)
     assert (held.starts, held.ends) == ([0], [8])
-    held = _Held()
+    held = Held()
     for a, b in [(0, 2), (4, 6), (6, 8)]:
         held.add(a, b)
     assert (held.starts, held.ends) == ([0, 4], [2, 8])
-    held = _Held()
+    held = Held()
     for a, b in [(0, 2), (4, 6), (2, 4)]:
         held.add(a, b)
     assert (held.starts, held.ends) == ([0], [6])
-    held = _Held()
+    held = Held()
     for a, b in [(0, 2), (4, 6), (10, 12), (2, 4)]:
         held.add(a, b)
     assert (held.starts, held.ends) == ([0, 10], [6, 12])
@@ -491,7 +480,7 @@ def test_held_intervals_merge_where_they_touch():
 
 
 def test_held_outside_leaves_no_empty_pieces():
-    held = _Held()
+    held = Held()
     held.add(5, 10)
     assert held.outside(5, 8) == []
     assert held.outside(0, 10) == [(0, 5)]
@@ -514,7 +503,7 @@ def test_listing_covers():
 
 
 def test_age_in_seconds_then_minutes():
-    assert (_age(89), _age(90), _age(3600)) == ("89 s", "2 min", "60 min")
+    assert (age(89), age(90), age(3600)) == ("89 s", "2 min", "60 min")
 
 
 def test_rotation_note_says_what_was_listed_and_how_stale_the_oldest_verification_is():

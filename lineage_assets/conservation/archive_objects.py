@@ -1,0 +1,186 @@
+"""What the archive hop reads besides the listing: each object's lines (GET once per key and ETag, remembered), a few
+keys looked at (HEAD), the dead letters' sources (Connect's error headers), record positions from the remembered
+marks, and the age of the oldest pending record."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
+
+from lineage_assets.conservation.archive_listing import s3_unavailable
+from lineage_assets.conservation.count_store import CountStore
+from lineage_assets.conservation.kafka_counts import PartitionCount
+from lineage_assets.conservation.stores import Stores
+
+#: Connect's dead-letter context headers (errors.deadletterqueue.context.headers.enable)
+ERROR_TOPIC, ERROR_PARTITION, ERROR_OFFSET = (
+    "__connect.errors.topic",
+    "__connect.errors.partition",
+    "__connect.errors.offset",
+)
+
+
+GET_THREADS = 8
+
+
+def count_lines(body: Iterable[bytes]) -> int:
+    """JSON lines in an object: newlines, plus a last line without one."""
+    lines, last = 0, b"\n"
+    for chunk in body:
+        if chunk:
+            lines += chunk.count(b"\n")
+            last = chunk[-1:]
+    return lines + (last != b"\n")
+
+
+def fact_lines(text: str) -> int:
+    """The line count of a remembered object fact (``{"etag": ..., "lines": n}``, as ``object_lines`` writes it),
+    read from the end of the text: decoding 40 000 facts as JSON each run cost more than everything else."""
+    head, sep, tail = text.rpartition(', "lines": ')
+    if sep and head.startswith('{"etag": ') and tail.endswith("}") and tail[:-1].isdigit():
+        return int(tail[:-1])
+    return int(json.loads(text)["lines"])
+
+
+def object_lines(
+    s3: Any,
+    bucket: str,
+    listed: Mapping[str, str],
+    remembered: Mapping[str, Any],
+    remember: Callable[[dict[str, str]], None],
+    endpoint: str,
+) -> tuple[dict[str, int], int]:
+    """(key -> lines of every listed object still there, how many were read now). An object is read (GET) only
+    when no count is remembered for its key and ETag; its count is remembered under the ETag the GET returned."""
+    lines: dict[str, int] = {}
+    todo = []
+    for key, etag in listed.items():
+        fact = remembered.get(key)
+        fact = json.loads(fact) if isinstance(fact, str) else fact
+        if fact and fact["etag"] == etag:
+            lines[key] = fact["lines"]
+        else:
+            todo.append(key)
+
+    def read(key: str) -> tuple[str, str, int] | None:
+        try:
+            response = s3.get_object(Bucket=bucket, Key=key)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+                return None  # deleted since the listing: not there now
+            raise s3_unavailable(endpoint, f"reading s3://{bucket}/{key}", exc) from exc
+        except BotoCoreError as exc:
+            raise s3_unavailable(endpoint, f"reading s3://{bucket}/{key}", exc) from exc
+        return key, response["ETag"], count_lines(response["Body"].iter_chunks(1 << 20))
+
+    with ThreadPoolExecutor(GET_THREADS) as pool:
+        batch: dict[str, str] = {}
+        for done in pool.map(read, todo):
+            if done is None:
+                continue
+            key, etag, n = done
+            lines[key] = n
+            batch[key] = json.dumps({"etag": etag, "lines": n})
+            if len(batch) >= 500:
+                remember(batch)
+                batch = {}
+        if batch:
+            remember(batch)
+    return lines, len(todo)
+
+
+def heads(s3: Any, bucket: str, keys: Iterable[str], endpoint: str) -> dict[str, str | None]:
+    """key -> ETag now (None: not there) of a few keys, one HEAD each."""
+
+    def head(key: str) -> tuple[str, str | None]:
+        try:
+            return key, s3.head_object(Bucket=bucket, Key=key)["ETag"]
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404", "NotFound"):
+                return key, None
+            raise s3_unavailable(endpoint, f"reading s3://{bucket}/{key}", exc) from exc
+        except BotoCoreError as exc:
+            raise s3_unavailable(endpoint, f"reading s3://{bucket}/{key}", exc) from exc
+
+    todo = sorted(set(keys))
+    if not todo:
+        return {}
+    with ThreadPoolExecutor(GET_THREADS) as pool:
+        return dict(pool.map(head, todo))
+
+
+def dead_letter_handler(stores: Stores, kind: str) -> Callable[[Message], None]:
+    """Remember each dead letter's source (topic, partition, offset) by its own position in the DLQ."""
+
+    def handle(msg: Message) -> None:
+        headers = {k: (v.decode("utf-8", "replace") if v is not None else None) for k, v in msg.headers() or []}
+        source = {"topic": headers.get(ERROR_TOPIC), "partition": None, "offset": None}
+        try:
+            source["partition"] = int(headers[ERROR_PARTITION])  # type: ignore[arg-type]
+            source["offset"] = int(headers[ERROR_OFFSET])  # type: ignore[arg-type]
+        except (KeyError, TypeError, ValueError):
+            pass  # not written by Connect's error handling: counted apart
+        stores.counts.put_facts(kind, {f"{msg.partition()}:{msg.offset()}": json.dumps(source)})
+
+    return handle
+
+
+def remembered_counts(
+    store: CountStore, topic: str, targets: Mapping[int, Iterable[int]], ranges: Mapping[int, tuple[int, int]]
+) -> dict[tuple[int, int], PartitionCount]:
+    """What ``KafkaCounter.count`` would answer for the partitions whose every target already has a mark of its
+    own, read from the marks alone. An idle partition ending in a transaction marker has its committed offset one
+    below its end, so the counter would read from the one mark to the other, and wait out a consume timeout
+    (0.2 s a partition) for nothing. Partitions with a target not marked yet are left out (count those)."""
+    found: dict[tuple[int, int], PartitionCount] = {}
+    for partition, wanted in targets.items():
+        first = store.first_mark(topic, partition)
+        if first is None or partition not in ranges:
+            continue
+        log_start, end = ranges[partition]
+        clipped = {t: min(max(t, first[0]), end) for t in wanted}
+        marks = {c: store.mark_below(topic, partition, c) for c in set(clipped.values())}
+        if not marks or any(m is None or m[0] != c for c, m in marks.items()):
+            continue
+        if marks[min(marks)][0] < log_start:  # retention: the counter says so
+            continue
+        for t, c in clipped.items():
+            found[(partition, t)] = PartitionCount(partition, first[0], c, marks[c][1], uncounted_before=first[0])  # type: ignore[index]
+    return found
+
+
+def first_timestamp(stores: Stores, topic: str, at: dict[int, int]) -> float | None:
+    """Epoch seconds of the oldest committed record at or after the given offsets (one record per partition)."""
+    if not at:
+        return None
+    consumer = Consumer(
+        stores.kafka.connection.client_config(
+            **{
+                "group.id": "lineage-lab-reconcile-archive",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+                "auto.offset.reset": "earliest",
+            }
+        )
+    )
+    found: dict[int, float] = {}
+    try:
+        consumer.assign([TopicPartition(topic, p, o) for p, o in at.items()])
+        deadline = time.monotonic() + 5.0
+        while len(found) < len(at) and time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is None or msg.error() is not None:
+                continue
+            if msg.partition() not in found:
+                found[msg.partition()] = msg.timestamp()[1] / 1000.0
+    except KafkaException:
+        return None  # only the age is lost; the figures stand
+    finally:
+        consumer.close()
+    return min(found.values()) if found else None
