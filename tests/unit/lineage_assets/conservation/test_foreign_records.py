@@ -73,3 +73,20 @@ def test_one_writer_per_batch_with_records_and_its_figure():
         OtherWriter("kafka://b/dlq", "1 records", 1, "records:dlq:1@0", "1@0", "dead_letters"),
     )
     assert foreign.writers("kafka://b/dlq", lambda b: "x")[0].figure == "out"
+
+
+def test_the_values_records_claim_add_up_in_a_run_a_merge_and_a_batch():
+    """Value conservation: what foreign records claim in the summed column (units), written by hand."""
+    run = Run()
+    run.add(4, 1, 250)
+    run.add(5, 2, 100)
+    assert run == Run(records=2, rows=3, first=4, last=5, units=350)
+    run.merge(Run(records=1, rows=1, first=9, last=9, units=-20))
+    assert run.units == 330
+    foreign = ForeignRecords("supplier-stats")
+    foreign.add(0, 1, 2, accepted=(), units=1_000)
+    foreign.add(1, 3, 1, accepted=(), units=5)
+    assert (foreign.batches[0].units, foreign.units) == (1_005, 1_005)
+    (writer,) = foreign.writers("kafka://b/supplier-stats", lambda b: "x", summed=("total_price",))
+    assert writer.claimed == (("total_price", 1_005),)
+    assert foreign.writers("kafka://b/supplier-stats", lambda b: "x")[0].claimed == ()
