@@ -229,16 +229,7 @@ def list_archive(
             else:
                 plan.rotated.append(unit)
     for plan in found.plans.values():
-        plan.listed = sorted({*plan.listed, *plan.rotated})
-        folder = plan.name.rsplit("/", 1)[0] + "/"
-        last = plan.shards[-1]
-        tasks += [lambda shard=plan.name + shard: list(lister.keys(shard)) for shard in plan.listed if shard != last]
-        if plan.outside:  # keys before the first shard; the last shard, then every key of the folder after it
-            first = plan.name + plan.shards[0]
-            tasks.append(lambda folder=folder, first=first: list(lister.keys(folder, stop_at=first, page=10)))
-            tasks.append(lambda folder=folder, last=plan.name + last: _last_and_after(lister, folder, last))
-        elif last in plan.listed:
-            tasks.append(lambda shard=plan.name + last: list(lister.keys(shard)))
+        tasks += plan_tasks(lister, plan)
     with ThreadPoolExecutor(_LIST_THREADS) as pool:
         for keys in pool.map(lambda task: task(), tasks):
             found.objects.update(keys)
@@ -251,6 +242,24 @@ def list_archive(
     )
     found.calls, found.seconds = lister.calls, time.monotonic() - began
     return found
+
+
+def plan_tasks(lister: _Lister, plan: FolderPlan) -> list[Callable[[], list[tuple[str, str]]]]:
+    """The listings of one partition folder's plan: its listed shards, and with ``outside`` the keys before the
+    first shard and after the last one (the last shard, then every key of the folder after it)."""
+    plan.listed = sorted({*plan.listed, *plan.rotated})
+    folder = plan.name.rsplit("/", 1)[0] + "/"
+    last = plan.shards[-1]
+    tasks: list[Callable[[], list[tuple[str, str]]]] = [
+        lambda shard=plan.name + shard: list(lister.keys(shard)) for shard in plan.listed if shard != last
+    ]
+    if plan.outside:
+        first = plan.name + plan.shards[0]
+        tasks.append(lambda folder=folder, first=first: list(lister.keys(folder, stop_at=first, page=10)))
+        tasks.append(lambda folder=folder, last=plan.name + last: _last_and_after(lister, folder, last))
+    elif last in plan.listed:
+        tasks.append(lambda shard=plan.name + last: list(lister.keys(shard)))
+    return tasks
 
 
 def _last_and_after(lister: _Lister, folder: str, last_shard: str) -> list[tuple[str, str]]:

@@ -22,21 +22,29 @@ other writers named (an idle stream: no wait). Every figure comes from what the 
 
 from __future__ import annotations
 
-import datetime as dt
 import json
-import re
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from flink_jobs import deployment
 from lineage_assets.conservation import acceptances
-from lineage_assets.conservation.balance import HopBalance, OtherWriter, StoreUnavailable
-from lineage_assets.conservation.foreign_records import Batch, ForeignRecords, Run
+from lineage_assets.conservation.balance import HopBalance, StoreUnavailable
+from lineage_assets.conservation.foreign_records import ForeignRecords
 from lineage_assets.conservation.hops import Hop
+from lineage_assets.conservation.iceberg_dead_letters import DeadLetterTally, dead_letter_source
+from lineage_assets.conservation.iceberg_figures import Figures, assemble
+from lineage_assets.conservation.iceberg_snapshots import (
+    HistoryReset,
+    SnapshotFact,
+    ancestry,
+    classify,
+    history_reset,
+    rows_held,
+)
 from lineage_assets.conservation.stores import Stores
 from lineage_assets.flink.iceberg_ingestion_asset import CONSUMER_GROUP
 
@@ -52,357 +60,6 @@ DLQ_SCAN = f"{JOB}/dead-letters"
 #: looks at the three commit points before the last one is used even though something moved
 CUT_ATTEMPTS = 6
 CUT_PAUSE_S = 1.5
-FLINK_KEYS = ("flink.job-id", "flink.operator-id")
-#: the committed offset of a partition the tally has none for: below every offset (a constant, so that mutating
-#: it to another negative number is not a mutant no test can tell apart)
-NO_OFFSET = -1
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Snapshots: pure classification and arithmetic over summaries
-# ---------------------------------------------------------------------------------------------------------------
-
-
-def _int(summary: Mapping[str, str], key: str) -> int:
-    value = summary.get(key)
-    return int(value) if value not in (None, "") else 0
-
-
-def net_rows(summary: Mapping[str, str]) -> int:
-    """Rows a snapshot added to what the table holds: records added less records removed (with the files they
-    were in), less positions newly deleted plus positions whose delete files went away (a compaction applying
-    position deletes removes as many of them as it drops records: net 0)."""
-    return (
-        _int(summary, "added-records")
-        - _int(summary, "deleted-records")
-        - _int(summary, "added-position-deletes")
-        + _int(summary, "removed-position-deletes")
-    )
-
-
-def rows_held(summary: Mapping[str, str]) -> tuple[int | None, str]:
-    """(rows the table holds at this snapshot, why not known): ``total-records`` less ``total-position-deletes``;
-    unknown with equality deletes (which rows they hit is only known by reading the data)."""
-    if summary.get("total-records") in (None, ""):
-        return None, "its summary has no total-records (written by a writer that does not keep totals)"
-    equality = _int(summary, "total-equality-deletes")
-    if equality:
-        return None, (
-            f"it has {equality} equality deletes, whose effect on the row count only a data scan shows; compact the "
-            "table (e.g. Spark `CALL system.rewrite_data_files` with delete-file-threshold 1) and reconcile again"
-        )
-    return _int(summary, "total-records") - _int(summary, "total-position-deletes"), ""
-
-
-@dataclass(frozen=True)
-class SnapshotFact:
-    """What one snapshot did, as remembered: a snapshot never changes, so it is read once."""
-
-    snapshot_id: int
-    parent_id: int | None
-    timestamp_ms: int
-    operation: str
-    engine: str  # the summary's engine-name, "" when none is named
-    flink_job_id: str  # "" when not written by a Flink Iceberg sink
-    checkpoint: int | None  # flink.max-committed-checkpoint-id
-    added: int
-    deleted: int
-    net: int
-
-    @property
-    def by_flink(self) -> bool:
-        return bool(self.flink_job_id)
-
-    @property
-    def is_rewrite(self) -> bool:
-        return is_rewrite(self.operation, self.net)
-
-    def describe(self) -> str:
-        at = dt.datetime.fromtimestamp(self.timestamp_ms / 1000, dt.UTC).isoformat(timespec="milliseconds")
-        return f"snapshot {self.snapshot_id} ({self.operation}, {self.engine or 'no engine named'}, at {at})"
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text: str) -> SnapshotFact:
-        return cls(**json.loads(text))
-
-
-def is_rewrite(operation: str, net: int) -> bool:
-    """A compaction: Iceberg's ``replace`` keeps the table's data, only the files change (a function, not only
-    ``SnapshotFact``'s property, so that mutation testing reaches it)."""
-    return operation == "replace" and net == 0
-
-
-def classify(
-    snapshot_id: int, parent_id: int | None, timestamp_ms: int, operation: str, summary: Mapping[str, str]
-) -> SnapshotFact:
-    """A snapshot's fact from its summary: a Flink Iceberg sink marks its commits with ``flink.job-id`` and
-    ``flink.operator-id`` (and the checkpoint they hold); anything else (pyiceberg, Spark, a CLI) is another writer."""
-    flink_job = summary.get("flink.job-id") or ""
-    if not flink_job and summary.get("flink.operator-id"):
-        flink_job = "unknown"
-    checkpoint = summary.get("flink.max-committed-checkpoint-id")
-    return SnapshotFact(
-        snapshot_id=snapshot_id,
-        parent_id=parent_id,
-        timestamp_ms=timestamp_ms,
-        operation=operation,
-        engine=summary.get("engine-name") or "",
-        flink_job_id=flink_job,
-        checkpoint=int(checkpoint) if checkpoint not in (None, "") else None,
-        added=_int(summary, "added-records"),
-        deleted=_int(summary, "deleted-records"),
-        net=net_rows(summary),
-    )
-
-
-def other_writer(output: str, fact: SnapshotFact) -> OtherWriter | None:
-    """The change another writer made in one snapshot, or None: the job's own commits, and compactions (``replace``
-    with no net change: the same rows in other files). An ``overwrite`` that adds as many rows as it removes IS
-    named (rows 0): it changed which rows the table holds even if not how many."""
-    if fact.by_flink or fact.is_rewrite:
-        return None
-    if fact.net == 0 and fact.added == 0 and fact.deleted == 0:
-        return None  # a snapshot that changed no rows (properties, an empty commit)
-    return OtherWriter(output, fact.describe(), fact.net, f"snapshot:{fact.snapshot_id}")
-
-
-def ancestry(head: int | None, facts: Mapping[int, SnapshotFact]) -> tuple[list[SnapshotFact], int | None]:
-    """(the chain of facts from ``head`` back to the table's first snapshot, newest first; the id where the chain
-    breaks because a snapshot is not known, None when it reaches the first snapshot)."""
-    chain: list[SnapshotFact] = []
-    seen: set[int] = set()
-    current = head
-    while current is not None:
-        fact = facts.get(current)
-        if fact is None or current in seen:
-            return chain, current
-        seen.add(current)
-        chain.append(fact)
-        current = fact.parent_id
-    return chain, None
-
-
-@dataclass(frozen=True)
-class HistoryReset:
-    """The head seen before is no longer an ancestor of the current snapshot (a rollback, a branch replaced): the
-    rows of the abandoned snapshots are gone from the table."""
-
-    old_head: int
-    new_head: int
-    common: int | None  # the newest snapshot both histories share
-    rows: int  # net rows of the abandoned snapshots, negated
-    found_ms: int
-
-    def describe(self) -> str:
-        at = dt.datetime.fromtimestamp(self.found_ms / 1000, dt.UTC).isoformat(timespec="seconds")
-        since = f"since snapshot {self.common}" if self.common is not None else "since the table's first snapshot"
-        return (
-            f"history reset: snapshot {self.old_head} is no longer an ancestor of current snapshot {self.new_head} "
-            f"(a rollback or a replaced branch, found at {at}); its changes {since} are gone"
-        )
-
-
-def history_reset(
-    old_head: int | None, new_chain: list[SnapshotFact], facts: Mapping[int, SnapshotFact], now_ms: int
-) -> HistoryReset | None:
-    """The reset between the head seen last and the current chain, or None when the old head is an ancestor."""
-    if old_head is None or not new_chain:
-        return None
-    in_new = {f.snapshot_id for f in new_chain}
-    if old_head in in_new:
-        return None
-    abandoned, _ = ancestry(old_head, facts)
-    gone, common = 0, None
-    for fact in abandoned:
-        if fact.snapshot_id in in_new:
-            common = fact.snapshot_id
-            break
-        gone += fact.net
-    return HistoryReset(old_head, new_chain[0].snapshot_id, common, -gone, now_ms)
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Dead letters: a tally per source partition of DLQ records below the committed offsets
-# ---------------------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class DeadLetterTally:
-    """``below``: source partition -> dead letters whose source offset lies below the group's committed offset
-    (they stay below: C only grows); ``ahead``: source offsets of dead letters not yet below it; ``foreign``: DLQ
-    records that are no dead letter of this hop's input (another topic, not the job's JSON), in batches."""
-
-    below: dict[int, int] = field(default_factory=dict)
-    ahead: dict[int, list[int]] = field(default_factory=dict)
-    committed: dict[int, int] = field(default_factory=dict)
-    foreign: ForeignRecords = field(default_factory=lambda: ForeignRecords(""))
-    #: DLQ partition -> offset tallied up to (the scan resumes there)
-    tallied: dict[int, int] = field(default_factory=dict)
-
-    def add(self, src_partition: int, src_offset: int) -> None:
-        self.ahead.setdefault(src_partition, []).append(src_offset)
-
-    def add_foreign(self, partition: int, offset: int, accepted: frozenset[str] = frozenset()) -> None:
-        self.foreign.add(partition, offset, 1, accepted)
-
-    def settle(self, committed: Mapping[int, int]) -> None:
-        """Move the dead letters whose source offset is now below C into ``below``."""
-        for partition, offsets in list(self.ahead.items()):
-            c = committed.get(partition, NO_OFFSET)
-            done = [o for o in offsets if o < c]
-            if done:
-                self.below[partition] = self.below.get(partition, 0) + len(done)
-                self.ahead[partition] = [o for o in offsets if o >= c]
-            if not self.ahead[partition]:
-                del self.ahead[partition]
-        self.committed = {p: max(o, self.committed.get(p, NO_OFFSET)) for p, o in committed.items()}
-
-    def moved_back(self, committed: Mapping[int, int]) -> dict[int, tuple[int, int]]:
-        """partition -> (C tallied against, C now) where the group's offset went back (a reset of the group)."""
-        return {p: (self.committed[p], c) for p, c in committed.items() if 0 <= c < self.committed.get(p, NO_OFFSET)}
-
-    @property
-    def dead_letters(self) -> int:
-        return sum(self.below.values())
-
-    @property
-    def ahead_count(self) -> int:
-        return sum(len(v) for v in self.ahead.values())
-
-    def to_json(self) -> str:
-        return json.dumps(
-            {
-                "below": self.below,
-                "ahead": self.ahead,
-                "committed": self.committed,
-                "foreign_batches": self.foreign.as_json(),
-                "tallied": self.tallied,
-            },
-            sort_keys=True,
-        )
-
-    @classmethod
-    def from_json(cls, text: str, dlq: str) -> DeadLetterTally:
-        raw = json.loads(text)
-
-        def ints(d: dict) -> dict:
-            return {int(k): v for k, v in d.items()}
-
-        foreign = (
-            ForeignRecords.from_json(dlq, raw["foreign_batches"])
-            if "foreign_batches" in raw
-            else _legacy_foreign(dlq, raw.get("foreign", 0), raw.get("foreign_examples", []))
-        )
-        return cls(ints(raw["below"]), ints(raw["ahead"]), ints(raw["committed"]), foreign, ints(raw["tallied"]))
-
-
-def _legacy_foreign(dlq: str, count: int, examples: list[str]) -> ForeignRecords:
-    """A tally kept before batches were (a count and up to 5 ``<dlq>[<p>]@<offset>`` examples): one batch at the
-    first example, its count exact."""
-    if not count:
-        return ForeignRecords(dlq)
-    at = [(int(m[1]), int(m[2])) for e in examples if (m := re.search(r"\[(\d+)\]@(\d+)$", e))] or [(0, 0)]
-    p, first = at[0]
-    last = max(o for q, o in at if q == p)
-    return ForeignRecords(dlq, [Batch(dlq, (p, first), {p: Run(count, count, first, last)})])
-
-
-def dead_letter_source(value: bytes | None, input_topic: str) -> tuple[int, int] | None:
-    """(source partition, source offset) of one DLQ record the job wrote for ``input_topic``; None otherwise."""
-    try:
-        body = json.loads(value)  # None or not JSON: TypeError or ValueError, caught below
-        if body.get("src_topic") != input_topic:
-            return None
-        return int(body["src_partition"]), int(body["src_offset"])
-    except (ValueError, TypeError, KeyError, AttributeError):
-        return None
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# The balance (pure): figures -> HopBalance
-# ---------------------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Figures:
-    """What was read at the cut, for ``assemble``."""
-
-    below_end: int  # committed input records below the LSO at the cut
-    below_committed: int  # ... below the group's committed offsets
-    head: SnapshotFact | None
-    held: int | None  # rows the table holds now (None: unknown, see held_unknown)
-    held_unknown: str
-    chain: list[SnapshotFact]
-    chain_break: int | None
-    resets: list[HistoryReset]
-    tally: DeadLetterTally
-    range: dict[str, Any]
-    cut: str = ""
-    notes: tuple[str, ...] = ()
-    pending_since: float | None = None
-
-
-def assemble(hop: Hop, fig: Figures) -> HopBalance:
-    """The hop's balance from the figures: arithmetic and naming only."""
-    output = hop.output.qualified_name
-    writers = [w for f in fig.chain if (w := other_writer(output, f)) is not None]
-    writers.reverse()  # oldest first: the order they happened
-    writers += [OtherWriter(output, r.describe(), r.rows, f"reset:{r.old_head}->{r.new_head}") for r in fig.resets]
-    if hop.dead_letters is not None:
-        writers += fig.tally.foreign.writers(
-            hop.dead_letters.qualified_name,
-            lambda b: f"{b.records} records that are no dead letter of {hop.input.name}, {b.topic} offsets {b.spans()}",
-            figure="dead_letters",
-        )
-    flink_rows = sum(f.net for f in fig.chain if f.by_flink)
-    others = sum(f.net for f in fig.chain if not f.by_flink)
-    rewrites = [f.snapshot_id for f in fig.chain if f.is_rewrite]
-    notes = [
-        "cut: " + fig.cut,
-        f"in: committed records of {hop.input.name} below its last stable offsets; pending: those at or above the "
-        f"group's committed offsets (read by the job, not yet committed by a checkpoint)",
-        f"out: rows of {hop.output.name} at snapshot {fig.head.snapshot_id if fig.head else 'none'} from its summary "
-        f"(total-records less position deletes, no data read); the job's snapshots in its history add {flink_rows}, "
-        f"other writers {others:+d}",
-        f"dead letters: records of {hop.dead_letters.name if hop.dead_letters else 'the DLQ'} whose source offset is "
-        f"below the committed offsets ({fig.tally.ahead_count} more are ahead of them, counted with pending)",
-        "counts of Kafka are remembered as marks and the snapshots as facts, so they hold after retention or "
-        "snapshot expiry; a run reads only new records and snapshots",
-    ]
-    if rewrites:
-        notes.append(f"compactions (same rows, other files) not named: snapshots {rewrites}")
-    if fig.chain_break is not None:
-        notes.append(
-            f"history before snapshot {fig.chain_break} was expired before it was classified: other writers before "
-            "it are not named (their rows are in the total)"
-        )
-    notes += list(fig.notes)
-    balance = HopBalance(
-        job=hop.job.name,
-        input=hop.input.qualified_name,
-        outputs=hop.output_names,
-        in_=fig.below_end,
-        out=fig.held,
-        dead_letters=fig.tally.dead_letters + fig.tally.foreign.rows,
-        pending=fig.below_end - fig.below_committed,
-        range=fig.range,
-        other_writers=tuple(writers),
-        pending_since=fig.pending_since if fig.below_end > fig.below_committed else None,
-        notes=tuple(notes),
-    )
-    if fig.held is None:
-        return balance.unknown_because(
-            f"the rows of {hop.output.name} are not known at its current snapshot: {fig.held_unknown}"
-        )
-    return balance
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Reading the stores
-# ---------------------------------------------------------------------------------------------------------------
 
 
 def group_id(stores: Stores) -> tuple[str, str]:
@@ -622,20 +279,11 @@ def balance(hop: Hop, stores: Stores) -> HopBalance:
     return _balance_at(hop, stores, look, how, group, group_from, partitions)
 
 
-def _balance_at(
-    hop: Hop,
-    stores: Stores,
-    look: Look,
-    how: str,
-    group: str,
-    group_from: str,
-    partitions: list[int],
-    pending_age: bool = True,
-) -> HopBalance:
-    """The balance at the cut of ``look``; ``pending_age``: read the oldest pending record's time."""
-    topic = hop.input.name
-    committed = {p: max(c, 0) for p, c in look.committed.items()}  # no commit yet (-1001): nothing below C
-
+def table_rows(
+    stores: Stores, look: Look
+) -> tuple[SnapshotFact | None, int | None, str, list[SnapshotFact], int | None, list[HistoryReset]]:
+    """out: the snapshots not seen before classified, the remembered ancestry walked, history resets found; (the
+    head's fact, the rows it holds or None with why not, the chain, where it breaks, the resets)."""
     # out: classify the snapshots not seen before, then walk the remembered ancestry
     table_uuid = str(look.table.metadata.table_uuid)
     snapshot_kind, history_kind = f"{SNAPSHOT_FACTS}/{table_uuid}", f"{HISTORY_FACTS}/{table_uuid}"
@@ -662,6 +310,24 @@ def _balance_at(
         snapshot = look.table.snapshot_by_id(look.head)
         held, held_unknown = rows_held(dict(snapshot.summary.additional_properties) if snapshot.summary else {})
         head_fact = facts.get(look.head)
+    return head_fact, held, held_unknown, chain, chain_break, resets
+
+
+def _balance_at(
+    hop: Hop,
+    stores: Stores,
+    look: Look,
+    how: str,
+    group: str,
+    group_from: str,
+    partitions: list[int],
+    pending_age: bool = True,
+) -> HopBalance:
+    """The balance at the cut of ``look``; ``pending_age``: read the oldest pending record's time."""
+    topic = hop.input.name
+    committed = {p: max(c, 0) for p, c in look.committed.items()}  # no commit yet (-1001): nothing below C
+
+    head_fact, held, held_unknown, chain, chain_break, resets = table_rows(stores, look)
 
     # in and pending: one incremental read per partition up to both targets
     targets = {p: [committed[p], look.end[p]] for p in partitions}

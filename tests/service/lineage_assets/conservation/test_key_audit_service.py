@@ -19,7 +19,7 @@ import requests
 from confluent_kafka import KafkaError, TopicPartition
 from pyiceberg.expressions import In
 
-from lineage_assets.conservation import key_audit
+from lineage_assets.conservation import key_audit, key_audit_compare
 from lineage_assets.conservation.hops import hops
 from tests.service.lineage_assets.conftest import commit_retrying, wait_until_quiet
 from tests.service.lineage_assets.conservation.conftest import group_committed, judge_consumer
@@ -44,7 +44,7 @@ def deep(stores, settings):
     return stores
 
 
-def run(stores, job: str) -> key_audit.KeyAudit:
+def run(stores, job: str) -> key_audit_compare.KeyAudit:
     found = key_audit.run(job, hops(stores.pipeline)[job], stores)
     assert found is not None
     return found
@@ -133,7 +133,7 @@ def expected_ids(settings, job: str, spans: dict[int, tuple[int, int]]) -> tuple
     return ids, records, dead_count
 
 
-def assert_spans(found: key_audit.KeyAudit, settings, job: str) -> None:
+def assert_spans(found: key_audit_compare.KeyAudit, settings, job: str) -> None:
     """The audited spans: the last 2000 offsets (or those from the log start) below the group's committed offsets
     (read here, after the audit: a hop may have gone on since)."""
     committed = group_committed(settings, TOPIC, GROUPS[job])

@@ -12,10 +12,12 @@ from lineage_assets.conservation.acceptances import AcceptanceError
 from lineage_assets.conservation.balance import HopBalance, OtherWriter
 from lineage_assets.conservation.count_store import CountStore
 from lineage_assets.conservation.hops import hops
-from lineage_assets.conservation.iceberg_ingestion_hop import DeadLetterTally, Figures, assemble, classify
-from lineage_assets.conservation.orders_source import RecordInfo, Settled, Tally, counted
-from lineage_assets.conservation.spark_days import DayWrite, day_figures
-from lineage_assets.conservation.spark_days import assemble as spark_assemble
+from lineage_assets.conservation.iceberg_dead_letters import DeadLetterTally
+from lineage_assets.conservation.iceberg_figures import Figures, assemble
+from lineage_assets.conservation.iceberg_snapshots import classify
+from lineage_assets.conservation.source_tally import RecordInfo, Settled, Tally, counted
+from lineage_assets.conservation.spark_day_figures import DayWrite, day_figures
+from lineage_assets.conservation.spark_day_figures import assemble as spark_assemble
 from lineage_assets.conservation.window_book import OutputRecord, WindowBook
 from lineage_assets.lineage.identity import SPARK_SUPPLIER_STATS_JOB, Pipeline
 

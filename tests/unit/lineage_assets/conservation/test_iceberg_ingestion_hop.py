@@ -9,21 +9,17 @@ from infra.settings import StackSettings
 from lineage_assets.conservation.balance import HopBalance, OtherWriter
 from lineage_assets.conservation.foreign_records import ForeignRecords
 from lineage_assets.conservation.hops import hops
-from lineage_assets.conservation.iceberg_ingestion_hop import (
-    DeadLetterTally,
-    Figures,
-    Look,
+from lineage_assets.conservation.iceberg_dead_letters import DeadLetterTally, dead_letter_source
+from lineage_assets.conservation.iceberg_figures import Figures, assemble
+from lineage_assets.conservation.iceberg_ingestion_hop import Look, settled, take_cut
+from lineage_assets.conservation.iceberg_snapshots import (
     SnapshotFact,
     ancestry,
-    assemble,
     classify,
-    dead_letter_source,
     history_reset,
     net_rows,
     other_writer,
     rows_held,
-    settled,
-    take_cut,
 )
 from lineage_assets.lineage.identity import Pipeline
 
@@ -236,7 +232,7 @@ def test_assemble_reports_a_deletion_as_missing():
 
 
 def test_assemble_names_resets_foreign_dead_letters_and_breaks():
-    from lineage_assets.conservation.iceberg_ingestion_hop import HistoryReset
+    from lineage_assets.conservation.iceberg_snapshots import HistoryReset
 
     tally = DeadLetterTally(below={0: 3}, foreign=ForeignRecords("orders-dlq-flink"))
     tally.add_foreign(0, 4)
@@ -314,7 +310,7 @@ def test_one_look_is_enough_when_nothing_is_in_flight_and_it_balances():
 def test_assemble_says_what_each_figure_means_and_names_every_change():
     from dataclasses import replace
 
-    from lineage_assets.conservation.iceberg_ingestion_hop import HistoryReset
+    from lineage_assets.conservation.iceberg_snapshots import HistoryReset
 
     tally = DeadLetterTally(below={0: 3}, foreign=ForeignRecords("orders-dlq-flink"))
     tally.add_foreign(0, 4)
@@ -409,7 +405,7 @@ def test_a_partition_never_committed_is_remembered_below_every_offset():
 
 
 def test_a_rewrite_is_a_replace_that_keeps_the_rows():
-    from lineage_assets.conservation.iceberg_ingestion_hop import is_rewrite
+    from lineage_assets.conservation.iceberg_snapshots import is_rewrite
 
     assert is_rewrite("replace", 0)
     assert not is_rewrite("replace", -1)

@@ -4,20 +4,18 @@ from __future__ import annotations
 
 import itertools
 
-from lineage_assets.conservation.key_audit import (
-    RangeRecord,
-    _chosen,
-    _examples,
-    _oldest_ms,
-    _skips,
+from lineage_assets.conservation.key_audit_compare import (
+    chosen,
     compare_archive,
     compare_counts,
     decimal_prefixes,
     describe_spans,
+    examples,
     key_runs,
     offset_spans,
     spans_of,
 )
+from lineage_assets.conservation.key_audit_reads import RangeRecord, oldest_ms, skips
 
 # --- the range -----------------------------------------------------------------------------------------------------
 
@@ -202,32 +200,32 @@ def test_a_run_of_three_keeps_its_first_offset():
 def test_the_spans_and_the_range_read_in_words():
     assert describe_spans("orders", {1: (5, 10), 0: (0, 3)}) == "orders[0]@0..2 orders[1]@5..9"
     assert describe_spans("orders", {}) == "no records"
-    assert _chosen({"partition": 1}) == "the chosen offsets, clipped to the log start and"
-    assert _chosen({"from": 1}) == _chosen({"to": 1}) == "the chosen offsets, clipped to the log start and"
-    assert _chosen({}) == "the last 10000 offsets of each partition"
-    assert _chosen({"last": 50}) == "the last 50 offsets of each partition"
-    assert _chosen({"last": None}) == "the last 10000 offsets of each partition"
+    assert chosen({"partition": 1}) == "the chosen offsets, clipped to the log start and"
+    assert chosen({"from": 1}) == chosen({"to": 1}) == "the chosen offsets, clipped to the log start and"
+    assert chosen({}) == "the last 10000 offsets of each partition"
+    assert chosen({"last": 50}) == "the last 50 offsets of each partition"
+    assert chosen({"last": None}) == "the last 10000 offsets of each partition"
 
 
 def test_examples_show_five_and_say_when_there_are_more():
-    assert _examples([]) == ""
-    assert _examples(["a", "b"]) == " (a, b)"
-    assert _examples(["a", "b", "c", "d", "e"]) == " (a, b, c, d, e)"
-    assert _examples(["a", "b", "c", "d", "e", "f"]) == " (a, b, c, d, e)"  # more only when the total says so
-    assert _examples(["a", "b"], total=9) == " (a, b ...)"
-    assert _examples(["a", "b"], total=2) == " (a, b)"
+    assert examples([]) == ""
+    assert examples(["a", "b"]) == " (a, b)"
+    assert examples(["a", "b", "c", "d", "e"]) == " (a, b, c, d, e)"
+    assert examples(["a", "b", "c", "d", "e", "f"]) == " (a, b, c, d, e)"  # more only when the total says so
+    assert examples(["a", "b"], total=9) == " (a, b ...)"
+    assert examples(["a", "b"], total=2) == " (a, b)"
 
 
 def test_the_oldest_timestamp_leaves_unstamped_records_out():
     def rr(ts: int) -> RangeRecord:
         return RangeRecord(0, "x", False, ts)
 
-    assert _oldest_ms({0: [rr(0), rr(5)], 1: [rr(3)]}) == 3
-    assert _oldest_ms({0: [rr(1)]}) == 1
-    assert _oldest_ms({}) == 0
+    assert oldest_ms({0: [rr(0), rr(5)], 1: [rr(3)]}) == 3
+    assert oldest_ms({0: [rr(1)]}) == 1
+    assert oldest_ms({}) == 0
 
 
 def test_a_range_skips_offsets_when_fewer_records_than_offsets_came():
     rows = [RangeRecord(o, "x", False, 1) for o in (10, 11, 12)]
-    assert not _skips(rows, 10, 13)
-    assert _skips(rows, 10, 14)
+    assert not skips(rows, 10, 13)
+    assert skips(rows, 10, 14)

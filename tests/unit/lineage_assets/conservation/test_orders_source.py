@@ -1,6 +1,6 @@
 """Pure logic of the orders-source reader: who wrote a record, redeliveries, xids, and the cut's arithmetic."""
 
-from lineage_assets.conservation.orders_source import (
+from lineage_assets.conservation.source_tally import (
     MAX_RANGES,
     PartitionOrder,
     RecordInfo,
@@ -197,9 +197,9 @@ def test_snapshot_xmin_itself_running_is_not_visible():
 
 
 def test_partition_order_a_new_key_is_not_capped_and_ids_at_one_key_are_capped(monkeypatch):
-    from lineage_assets.conservation import orders_source
+    from lineage_assets.conservation import source_tally
 
-    monkeypatch.setattr(orders_source, "MAX_IDS_AT_KEY", 2)
+    monkeypatch.setattr(source_tally, "MAX_IDS_AT_KEY", 2)
     order = PartitionOrder(capped=True)
     assert not order.redelivered((1, 1), "a")
     assert (order.ids, order.capped) == ({"a"}, False)
@@ -230,7 +230,7 @@ def test_changed_rows_without_a_baseline_are_none_yet():
 def test_counted_out_is_debeziums_records_and_every_other_writers():
     from infra.settings import StackSettings
     from lineage_assets.conservation.hops import hops
-    from lineage_assets.conservation.orders_source import Settled, counted
+    from lineage_assets.conservation.source_tally import Settled, counted
     from lineage_assets.lineage.identity import Pipeline
 
     hop = hops(Pipeline.from_settings(StackSettings()))["orders-source"]

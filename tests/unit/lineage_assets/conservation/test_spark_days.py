@@ -5,7 +5,7 @@ import pytest
 from infra.settings import StackSettings
 from lineage_assets.conservation.balance import OtherWriter
 from lineage_assets.conservation.hops import hops
-from lineage_assets.conservation.spark_days import (
+from lineage_assets.conservation.spark_day_figures import (
     BrokenChain,
     DayFigures,
     DayWrite,
