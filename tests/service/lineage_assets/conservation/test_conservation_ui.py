@@ -1,6 +1,7 @@
 """The asset page shows the conservation check's latest execution as the stack's Dagster recorded it: its
 description, its result and its figures as metadata, plotted over time (Dagster plots a check's numeric metadata
-under its Plots). Screenshot kept in tests/artifacts/.
+under its Plots), for Iceberg orders and for supplier-stats, whose check also weighs total_price against the sum of
+price (its value figures plotted beside the counts). Screenshots kept in tests/artifacts/.
 
 What the page shows moves while data flows: the Flink job sensor records a materialization of the Iceberg table
 every tick and asks for check runs, and the checks schedule runs every few minutes. So both are stopped while the page
@@ -29,6 +30,9 @@ pytestmark = pytest.mark.service
 
 FIGURES = ("in", "out", "dead_letters", "pending", "missing", "duplicates")
 CHECK = dg.AssetCheckKey(dg.AssetKey(["iceberg", "default", "orders"]), "conservation")
+#: supplier-stats' check weighs total_price against the sum of price: its value figures, plotted too
+VALUES_CHECK = dg.AssetCheckKey(dg.AssetKey(["kafka", "supplier_stats"]), "conservation")
+VALUE_FIGURES = ("in", "out", "dead_letters", "pending", "difference")
 #: what asks for runs of the streaming checks, and their job, written out by hand
 FLINK_SENSOR = "flink_job_sensor"
 CHECKS_SCHEDULE = "streaming_lineage_checks_schedule"
@@ -50,9 +54,27 @@ def checks_held(settings) -> Iterator[None]:
         start_sensor(settings, FLINK_SENSOR)
 
 
-def latest_execution(instance: dg.DagsterInstance):
-    (record,) = instance.event_log_storage.get_asset_check_execution_history(CHECK, limit=1)
+def latest_execution(instance: dg.DagsterInstance, check: dg.AssetCheckKey = CHECK):
+    (record,) = instance.event_log_storage.get_asset_check_execution_history(check, limit=1)
     return record
+
+
+def read_values_page(browser, settings, shot):
+    """supplier-stats' check on its asset page, scrolled to its plots once the value figures' charts are drawn:
+    (the page's text, the charts drawn)."""
+    url = f"{settings.dagster_url}/assets/kafka/supplier_stats?view=checks&checkDetail=conservation"
+    page = open_page(browser, url, shot, "Latest execution")
+    try:
+        page.set_viewport_size({"width": 1600, "height": 2600})
+        plots = page.get_by_text("Plots", exact=True).first
+        plots.wait_for(timeout=30_000)
+        plots.scroll_into_view_if_needed()
+        page.get_by_text("conservation/values/total_price/difference", exact=True).last.wait_for(timeout=30_000)
+        page.locator("canvas").nth(len(FIGURES) + len(VALUE_FIGURES) - 1).wait_for(timeout=30_000)
+        page.screenshot(path=shot, full_page=True)
+        return page.inner_text("body"), page.locator("canvas").count()
+    finally:
+        page.close()
 
 
 def test_the_asset_page_shows_the_conservation_check_and_its_plots(settings, browser, stack_instance, pipeline_ran):
@@ -77,6 +99,10 @@ def test_the_asset_page_shows_the_conservation_check_and_its_plots(settings, bro
         finally:
             page.close()
         after = latest_execution(stack_instance)
+        values_shot = ARTIFACTS / "dagster-conservation-values-kafka-supplier-stats.png"
+        values_execution = latest_execution(stack_instance, VALUES_CHECK)
+        values_body, values_canvases = read_values_page(browser, settings, values_shot)
+        assert latest_execution(stack_instance, VALUES_CHECK).id == values_execution.id
     assert after.id == before.id, "nothing evaluated the check while its sensor and schedule were stopped"
     evaluation = before.event.dagster_event.event_specific_data
     assert isinstance(evaluation, dg.AssetCheckEvaluation), f"the latest execution is not resolved: {before}"
@@ -92,3 +118,17 @@ def test_the_asset_page_shows_the_conservation_check_and_its_plots(settings, bro
     for figure in FIGURES:
         assert f"conservation/{figure}" in section, f"no plot of conservation/{figure}; see {shot}"
     assert canvases >= len(FIGURES), f"the plots are not drawn; see {shot}"
+
+    # supplier-stats' check, evaluated by the same run: its value balance in the description and plotted
+    assert values_execution.run_id == run_id, f"supplier-stats' latest execution is run {values_execution.run_id}'s"
+    values_evaluation = values_execution.event.dagster_event.event_specific_data
+    assert "values: total_price (sum of price): in " in values_evaluation.description, values_evaluation.description
+    assert values_evaluation.metadata["values"].value["total_price"]["source"] == "price"
+    latest = values_body[values_body.index("Latest execution") :]
+    assert latest.startswith(f"Latest execution\n\n{values_evaluation.description}\n"), f"see {values_shot}"
+    section = values_body[values_body.index("Plots") :]
+    for figure in VALUE_FIGURES:
+        assert f"conservation/values/total_price/{figure}" in section, (
+            f"no plot of the {figure} value; see {values_shot}"
+        )
+    assert values_canvases >= len(FIGURES) + len(VALUE_FIGURES), f"the plots are not drawn; see {values_shot}"

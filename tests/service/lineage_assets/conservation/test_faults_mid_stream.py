@@ -17,7 +17,8 @@ Iceberg snapshot holding every order. It judges every hop once:
 - dagster.supplier_stats: today's rows of the test's suppliers equal an aggregation of its Iceberg rows made here;
 - pending: nothing; every group committed past the last record of `orders`, and no record came after it.
 Then `reconcile` must agree: every hop known, nothing pending, every difference explained by the other writers it
-names, those of earlier tests unchanged, and on orders-source one new writer: exactly the test's own records straight
+names (in counts, and in values: supplier-stats' total_price against the sum of price), those of earlier tests
+unchanged, and on orders-source one new writer: exactly the test's own records straight
 into `orders`, where its producer's delivery reports put them (partition, offset).
 
 `reconcile` keeps its counts and acceptances in a count store of the module's own (the conservation tests'
@@ -471,6 +472,11 @@ def test_every_hop_is_exact_after_kills_and_an_object_store_outage_mid_stream(se
     for b in after.values():
         assert b.known and b.pending == 0, b.summary()
         assert b.difference == -sum(w.rows for w in b.other_writers), b.summary()
+        # values too (issue 39): each summed column adds up but for what the other writers' records claim in it
+        for v in b.values:
+            claimed = sum(units for w in b.other_writers for column, units in w.claimed if column == v.column)
+            assert v.difference == -claimed, b.summary()
+    assert [v.column for v in after["supplier-stats"].values] == ["total_price"], "supplier-stats weighs its values"
     for job in HOPS - {"orders-source"}:
         named, named_before = ({(w.reference, w.rows) for w in hop[job].other_writers} for hop in (after, before))
         assert named == named_before, f"{job}: a new other writer named: {after[job].summary()}"
