@@ -144,10 +144,15 @@ class _Lister:
         with self._lock:
             self.calls += 1
 
-    def pages(self, prefix: str, start_after: str = "", page: int = 1000) -> Iterator[dict[str, Any]]:
+    def pages(
+        self, prefix: str, start_after: str = "", page: int = 1000, delimiter: str = ""
+    ) -> Iterator[dict[str, Any]]:
+        """ListObjectsV2 pages under ``prefix``; with ``delimiter`` its folders and loose files only."""
         args: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix, "MaxKeys": page}
         if start_after:
             args["StartAfter"] = start_after
+        if delimiter:
+            args["Delimiter"] = delimiter
         while True:
             try:
                 response = self.s3.list_objects_v2(**args)
@@ -271,17 +276,7 @@ def _last_and_after(lister: _Lister, folder: str, last_shard: str) -> list[tuple
 
 def _delimited(lister: _Lister, prefix: str) -> Iterator[dict[str, Any]]:
     """The prefix's folders and loose files (Delimiter '/'; s3proxy walks only that level)."""
-    args: dict[str, Any] = {"Bucket": lister.bucket, "Prefix": prefix, "Delimiter": "/"}
-    while True:
-        try:
-            response = lister.s3.list_objects_v2(**args)
-        except (BotoCoreError, ClientError) as exc:
-            raise s3_unavailable(lister.endpoint, f"listing s3://{lister.bucket}/{prefix}", exc) from exc
-        lister.counted()
-        yield response
-        if not response.get("IsTruncated"):
-            return
-        args["ContinuationToken"] = response["NextContinuationToken"]
+    return lister.pages(prefix, delimiter="/")
 
 
 def s3_unavailable(endpoint: str, what: str, exc: Exception) -> StoreUnavailable:

@@ -59,18 +59,17 @@ def latest_execution(instance: dg.DagsterInstance, check: dg.AssetCheckKey = CHE
     return record
 
 
-def read_values_page(browser, settings, shot):
-    """supplier-stats' check on its asset page, scrolled to its plots once the value figures' charts are drawn:
+def read_plots(browser, url: str, shot, last_figure: str, charts: int, height: int) -> tuple[str, int]:
+    """A check's page scrolled to its plots once ``last_figure``'s and ``charts`` charts are drawn, screenshot kept:
     (the page's text, the charts drawn)."""
-    url = f"{settings.dagster_url}/assets/kafka/supplier_stats?view=checks&checkDetail=conservation"
     page = open_page(browser, url, shot, "Latest execution")
     try:
-        page.set_viewport_size({"width": 1600, "height": 2600})
+        page.set_viewport_size({"width": 1600, "height": height})
         plots = page.get_by_text("Plots", exact=True).first
         plots.wait_for(timeout=30_000)
         plots.scroll_into_view_if_needed()
-        page.get_by_text("conservation/values/total_price/difference", exact=True).last.wait_for(timeout=30_000)
-        page.locator("canvas").nth(len(FIGURES) + len(VALUE_FIGURES) - 1).wait_for(timeout=30_000)
+        page.get_by_text(last_figure, exact=True).last.wait_for(timeout=30_000)
+        page.locator("canvas").nth(charts - 1).wait_for(timeout=30_000)  # a chart per figure
         page.screenshot(path=shot, full_page=True)
         return page.inner_text("body"), page.locator("canvas").count()
     finally:
@@ -85,23 +84,19 @@ def test_the_asset_page_shows_the_conservation_check_and_its_plots(settings, bro
         run_id = run_the_checks_job(settings, stack_instance)
         before = latest_execution(stack_instance)
         latest_materialization = stack_instance.fetch_materializations(CHECK.asset_key, limit=1).records[0]
-        page = open_page(browser, url, shot, "Latest execution")
-        try:
-            page.set_viewport_size({"width": 1600, "height": 1800})
-            plots = page.get_by_text("Plots", exact=True).first
-            plots.wait_for(timeout=30_000)
-            plots.scroll_into_view_if_needed()
-            page.get_by_text("conservation/in", exact=True).last.wait_for(timeout=30_000)
-            page.locator("canvas").nth(len(FIGURES) - 1).wait_for(timeout=30_000)  # a chart per figure
-            page.screenshot(path=shot)
-            body = page.inner_text("body")
-            canvases = page.locator("canvas").count()
-        finally:
-            page.close()
+        body, canvases = read_plots(browser, url, shot, "conservation/in", len(FIGURES), 1800)
         after = latest_execution(stack_instance)
         values_shot = ARTIFACTS / "dagster-conservation-values-kafka-supplier-stats.png"
         values_execution = latest_execution(stack_instance, VALUES_CHECK)
-        values_body, values_canvases = read_values_page(browser, settings, values_shot)
+        values_url = f"{settings.dagster_url}/assets/kafka/supplier_stats?view=checks&checkDetail=conservation"
+        values_body, values_canvases = read_plots(
+            browser,
+            values_url,
+            values_shot,
+            "conservation/values/total_price/difference",
+            len(FIGURES) + len(VALUE_FIGURES),
+            2600,
+        )
         assert latest_execution(stack_instance, VALUES_CHECK).id == values_execution.id
     assert after.id == before.id, "nothing evaluated the check while its sensor and schedule were stopped"
     evaluation = before.event.dagster_event.event_specific_data

@@ -121,6 +121,18 @@ def judge(settings: StackSettings) -> Judged:
     )
 
 
+def window_writer(settings: StackSettings):
+    """(an Avro serializer of supplier-stats' value schema as the job registered it, a plain producer): how the
+    tests write windows into the topic themselves."""
+    client = SchemaRegistryClient({"url": settings.schema_registry_url})
+    serialize = AvroSerializer(
+        client,
+        client.get_latest_version(f"{OUTPUT}-value").schema.schema_str,
+        conf={"auto.register.schemas": False, "use.latest.version": True},
+    )
+    return serialize, Producer({"bootstrap.servers": settings.kafka_bootstrap})
+
+
 @pytest.fixture()
 def stack(tmp_path):
     settings = StackSettings.from_env()
@@ -168,13 +180,7 @@ def test_balances_then_names_a_foreign_producer_and_clears_once_acknowledged(sta
     assert b.range["orders"] == {str(p): c for p, c in j.committed.items()}
 
     # the fault: three windows produced straight into the topic, Avro as the job writes them, count 2 each
-    client = SchemaRegistryClient({"url": settings.schema_registry_url})
-    serialize = AvroSerializer(
-        client,
-        client.get_latest_version(f"{OUTPUT}-value").schema.schema_str,
-        conf={"auto.register.schemas": False, "use.latest.version": True},
-    )
-    producer = Producer({"bootstrap.servers": settings.kafka_bootstrap})
+    serialize, producer = window_writer(settings)
     written: list[tuple[int, int]] = []
 
     def delivered(err, msg) -> None:
@@ -283,13 +289,7 @@ def test_a_window_whose_total_is_changed_with_its_count_is_named_and_cleared_whe
     assert (b.status, values.as_dict()["difference"]) == ("balanced", "0.00")
 
     newest = max(judged["last"].values(), key=lambda v: (v["window_end"], v["supplier"]))
-    client = SchemaRegistryClient({"url": settings.schema_registry_url})
-    serialize = AvroSerializer(
-        client,
-        client.get_latest_version(f"{OUTPUT}-value").schema.schema_str,
-        conf={"auto.register.schemas": False, "use.latest.version": True},
-    )
-    producer = Producer({"bootstrap.servers": settings.kafka_bootstrap})
+    serialize, producer = window_writer(settings)
 
     def fire(total: float) -> None:
         value = {**newest, "total_price": total}
