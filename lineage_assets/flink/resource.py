@@ -4,7 +4,6 @@ resources.build_resources)."""
 from __future__ import annotations
 
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import dagster as dg
 
@@ -20,26 +19,34 @@ class FlinkResource(dg.ConfigurableResource):
     savepoint_dir: str = ""
     #: the Python of an external cluster's TaskManagers; empty: this host's .venv-flink
     cluster_python: str = ""
-    #: the embedded stack's own REST URL: ``rest_url`` equal to it is the stack's cluster (checkpoints and
-    #: savepoints under the stack's data directory); empty or another URL: ``rest_url`` is an external cluster
-    stack_rest_url: str = ""
+    #: the embedded stack's cluster, by host and REST port: ``rest_url`` naming it is the stack's cluster
+    #: (checkpoints and savepoints under the stack's data directory); empty or another URL: an external cluster
+    stack_host: str = ""
+    stack_rest_port: int = StackSettings.flink_rest_port
     #: the stack's home, where Flink's CLI (submit, stop with savepoint) runs from (FLINK_HOME, its client conf/)
     #: and the stack's cluster keeps its state; empty: the default home
     stack_home: str = ""
     #: the object store's region, for the AWS SDK of a job's driver (the CLI's environment)
     s3_region: str = StackSettings.s3_region
 
+    @property
+    def embedded(self) -> bool:
+        """Whether ``rest_url`` is the stack's own cluster."""
+        own = f"http://{self.stack_host}:{self.stack_rest_port}"
+        return bool(self.stack_host) and self.rest_url.rstrip("/") == own
+
     def client(self) -> FlinkClient:
         """A client for this cluster: the stack's when the URL is the stack's own, else an external cluster."""
-        url = urlsplit(self.rest_url)
-        embedded = bool(self.stack_rest_url) and self.rest_url.rstrip("/") == self.stack_rest_url.rstrip("/")
         home = {"home": Path(self.stack_home)} if self.stack_home else {}
+        where = (
+            {"host": self.stack_host, "flink_rest_port": self.stack_rest_port, "external_flink": ""}
+            if self.embedded
+            else {"external_flink": self.rest_url}
+        )
         return FlinkClient(
             StackSettings(
                 **home,
-                host=url.hostname or StackSettings.host,
-                flink_rest_port=url.port or StackSettings.flink_rest_port,
-                external_flink="" if embedded else self.rest_url,
+                **where,
                 flink_savepoint_dir=self.savepoint_dir,
                 flink_cluster_python=self.cluster_python,
                 s3_region=self.s3_region,
