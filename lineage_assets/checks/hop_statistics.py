@@ -16,10 +16,12 @@ from lineage_assets.conservation.balance import HopBalance
 from lineage_assets.conservation.count_store import CountStore
 from lineage_assets.conservation.hops import Hop
 from lineage_assets.conservation.statistics import statistics_event
+from lineage_assets.flink.client import FlinkClient, FlinkError
 from lineage_assets.flink.runs import ENGINE as FLINK_ENGINE
+from lineage_assets.flink.runs import flink_run_id
 from lineage_assets.kafka.observed import observed_event_builder
 from lineage_assets.lineage.account import reportable
-from lineage_assets.lineage.identity import Pipeline
+from lineage_assets.lineage.identity import Job, Pipeline
 
 #: the materialization metadata entry that names the producing job's open OpenLineage run
 RUN_ID = "openlineage/run_id"
@@ -33,6 +35,15 @@ def open_run_of(instance: dg.DagsterInstance, key: dg.AssetKey) -> str | None:
     value = materialization.metadata.get(RUN_ID) if materialization else None
     text = getattr(value, "value", value)
     return text if isinstance(text, str) and text and not text.startswith("none") else None
+
+
+def running_flink_run(client: FlinkClient, job: Job) -> str | None:
+    """The OpenLineage run of the deployment of ``job`` Flink runs now (None: none runs, or Flink did not answer)."""
+    try:
+        active = client.active(job.name)
+    except FlinkError:
+        return None
+    return flink_run_id(job, active.jid, active.start_time_ms) if active is not None else None
 
 
 def tell_open_run(
@@ -55,6 +66,12 @@ def tell_open_run(
     lineage = resources.lineage
     if lineage.outbox().ended(run_id):
         return f"run {run_id} has ended: not told"
+    if hop.job.integration == "FLINK":
+        now_running = running_flink_run(resources.flink.client(), hop.job)
+        if now_running != run_id:
+            # the engine is the truth: a deployment replaced since the materialization (its run ends on the sensor's
+            # next tick) is never told again, or its RUNNING event would land after the new run began
+            return f"run {run_id} is not the running deployment's ({now_running or 'none runs'}): not told"
     kafka = resources.kafka
     builder, _ = observed_event_builder(pipeline, kafka.registry())
     found = readers(pipeline, resources.flink.client(), resources.connect.client(), kafka.connection(), None)(hop.job)
