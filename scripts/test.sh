@@ -278,6 +278,7 @@ second_sequence=(
   tests/service/lineage_assets/conservation/test_key_audit_service.py
   tests/service/lineage_assets/conservation/test_statistics_in_marquez.py
   tests/service/lineage_assets/conservation/test_supplier_windows_service.py
+  tests/service/lineage_assets/conservation/test_throwaway_hop_service.py
   tests/service/lineage_assets/test_dagster_native.py
   tests/service/lineage_assets/test_dead_letter_monitor.py
   tests/service/lineage_assets/test_hung_store.py

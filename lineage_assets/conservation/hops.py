@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lineage_assets.lineage.identity import DEAD_LETTER_TOPICS, Dataset, Job, Pipeline
+from lineage_assets.lineage.identity import Dataset, Job, Pipeline
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ def hops(pipeline: Pipeline) -> dict[str, Hop]:
     for job in pipeline.jobs.values():
         if job.kind is None or not job.outputs:
             continue
-        dead = pipeline.dead_letter_dataset(job.name) if job.name in DEAD_LETTER_TOPICS else None
+        dead = pipeline.dataset(job.dead_letters) if job.dead_letters else None
         outputs = tuple(pipeline.dataset(k) for k in job.outputs if dead is None or k != dead.key)
         found[job.name] = Hop(job, pipeline.dataset(job.inputs[0]), outputs, dead)
     return found

@@ -20,7 +20,7 @@ from confluent_kafka import Consumer, TopicPartition
 from lineage_assets.kafka.connection import KafkaConnection
 from lineage_assets.kafka.resource import KafkaResource
 from lineage_assets.kafka.topics import Kafka, KafkaUnavailable, end_offsets
-from lineage_assets.lineage.identity import DEAD_LETTER_TOPICS, Pipeline
+from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.metadata import asset_key
 from lineage_assets.tunables import PipelineTunables
 
@@ -90,7 +90,7 @@ def read_since(bootstrap: Kafka, topic: str, start: dict[int, int], timeout: flo
 def build_dead_letter_sensor(
     pipeline: Pipeline, name: str = "dead_letter_sensor", interval_s: int = PipelineTunables.sensor_interval_s
 ) -> dg.SensorDefinition:
-    watched = {job: pipeline.dead_letter_dataset(job) for job in DEAD_LETTER_TOPICS}
+    watched = {job: pipeline.dead_letter_dataset(job) for job in pipeline.dead_letter_jobs()}
 
     @dg.sensor(
         name=name,
@@ -146,9 +146,8 @@ def build_dead_letter_sensor(
 def build_dead_letter_share_check(pipeline: Pipeline, max_share: float) -> dg.AssetChecksDefinition:
     """On the source topic: every dead-letter topic fed from it stays under ``max_share`` of its new records."""
     source = pipeline.dataset("kafka_orders")
-    letters = [
-        pipeline.dead_letter_dataset(job) for job in DEAD_LETTER_TOPICS if source.key in pipeline.job(job).inputs
-    ]
+    fed = [job for job in pipeline.dead_letter_jobs() if source.key in pipeline.job(job).inputs]
+    letters = [pipeline.dead_letter_dataset(job) for job in fed]
     limit = max_share
 
     @dg.asset_check(

@@ -4,13 +4,13 @@ are created by the asset of the job that writes them."""
 
 import dagster as dg
 
-from lineage_assets.lineage.identity import DEAD_LETTER_TOPICS, Pipeline
+from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.metadata import asset_key, identity_metadata
 
 
 def build_dead_letter_specs(pipeline: Pipeline) -> list[dg.AssetSpec]:
     specs = []
-    for job_name in DEAD_LETTER_TOPICS:
+    for job_name in pipeline.dead_letter_jobs():
         job = pipeline.job(job_name)
         ds = pipeline.dead_letter_dataset(job_name)
         specs.append(

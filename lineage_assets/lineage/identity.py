@@ -128,8 +128,15 @@ class Job:
     parent: str | None = None
     #: how the job's hop is reconciled (conservation): None for a job that moves no records of its own
     kind: JobKind | None = None
+    #: the key of the output where the job puts the records it could not process (its dead-letter topic), if any
+    dead_letters: str | None = None
 
     def __post_init__(self) -> None:
+        if self.dead_letters is not None and self.dead_letters not in self.outputs:
+            raise ValueError(
+                f"job {self.name!r} declares dead letters {self.dead_letters!r}, which is not one of its outputs "
+                f"{self.outputs}: add that dataset to the job's outputs"
+            )
         if self.kind and len(self.inputs) != 1:
             raise ValueError(
                 f"job {self.name!r} is declared kind={self.kind!r} but reads {len(self.inputs)} datasets: a "
@@ -350,6 +357,7 @@ class Pipeline:
                 {"archive_orders": _identity_map("kafka_orders", order_fields)},
                 "Connect S3 sink: JSON lines",
                 kind="copy",
+                dead_letters="dlq_orders_s3_sink",
             ),
             Job(
                 "supplier-stats",
@@ -370,6 +378,7 @@ class Pipeline:
                 },
                 "Flink DataStream: per-supplier 5 s tumbling windows on event time",
                 kind="windowed_aggregation",
+                dead_letters="dlq_supplier_stats",
             ),
             Job(
                 "iceberg-ingestion",
@@ -388,6 +397,7 @@ class Pipeline:
                 },
                 "Flink Table API: Kafka orders (Avro) into Iceberg default.orders",
                 kind="copy",
+                dead_letters="dlq_iceberg_ingestion",
             ),
             Job(
                 DAGSTER_JOB,
@@ -473,8 +483,8 @@ class Pipeline:
 
     def output(self, job: str) -> Dataset:
         """The dataset ``job`` produces: its one output that is not its dead letters."""
-        dead_letters = DEAD_LETTER_TOPICS.get(job)
-        (ds,) = [self.dataset(k) for k in self.job(job).outputs if self.dataset(k).name != dead_letters]
+        declared = self.job(job)
+        (ds,) = [self.dataset(k) for k in declared.outputs if k != declared.dead_letters]
         return ds
 
     def streaming_deployment(self) -> tuple[str, ...]:
@@ -488,8 +498,14 @@ class Pipeline:
 
     def dead_letter_dataset(self, job: str) -> Dataset:
         """The dataset of the topic where ``job`` puts what it could not process (one of its outputs)."""
-        (ds,) = [self.dataset(k) for k in self.job(job).outputs if self.dataset(k).name == DEAD_LETTER_TOPICS[job]]
-        return ds
+        key = self.job(job).dead_letters
+        if key is None:
+            raise KeyError(f"job {job!r} declares no dead letters")
+        return self.dataset(key)
+
+    def dead_letter_jobs(self) -> tuple[str, ...]:
+        """The jobs that declare a dead-letter output, in declaration order."""
+        return tuple(name for name, job in self.jobs.items() if job.dead_letters is not None)
 
     def upstream(self, key: str) -> tuple[str, ...]:
         """Dataset keys the producer of ``key`` reads: the dataset's upstream edges."""

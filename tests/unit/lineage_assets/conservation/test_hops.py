@@ -76,3 +76,19 @@ def test_store_kinds_follow_the_namespace_and_the_catalog_name():
         "dlq_iceberg_ingestion": "kafka_topic",
         "dlq_supplier_stats": "kafka_topic",
     }
+
+
+def test_dead_letters_are_declared_on_the_job_and_must_be_one_of_its_outputs():
+    from dataclasses import replace
+
+    import pytest
+
+    pipeline = Pipeline.from_settings(StackSettings())
+    assert pipeline.dead_letter_jobs() == ("orders-s3-sink", "supplier-stats", "iceberg-ingestion")
+    assert pipeline.dead_letter_dataset("supplier-stats").name == "orders-dlq-supplier-stats"
+    assert pipeline.output("supplier-stats").key == "kafka_supplier_stats"
+    with pytest.raises(KeyError, match="job 'orders-source' declares no dead letters"):
+        pipeline.dead_letter_dataset("orders-source")
+    job = pipeline.job("supplier-stats")
+    with pytest.raises(ValueError, match="declares dead letters 'dlq_orders_s3_sink', which is not one of its"):
+        replace(job, dead_letters="dlq_orders_s3_sink")

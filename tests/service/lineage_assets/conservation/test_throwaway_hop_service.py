@@ -1,0 +1,203 @@
+"""docs/extending.md recipes 1 and 4 followed on the running stack with a throwaway connector: a second copy of
+``orders`` into the archive bucket under ``throwaway/``, with a dead-letter topic of its own. The connector's file is
+written where ``render_connector`` reads it (a scratch folder), its dataset and job are declared in memory as the
+identity module declares its own (kind ``copy``, its dead letters named on the job), and nothing else is written:
+no reader, no rule. ``reconcile`` must then balance the hop, and its figures must equal what the test's own readers
+find (a boto3 listing with a GET of every object, read-committed consumers of ``orders`` and of the dead letters).
+Everything the connector made is deleted at the end."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import dagster as dg
+import pytest
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from lineage_assets.checks.conservation import checked_hops
+from lineage_assets.connect.client import ConnectClient
+from lineage_assets.connect.configs import CONNECTORS_DIR, render_connector
+from lineage_assets.conservation.count_store import CountStore
+from lineage_assets.conservation.reconcile import reconcile
+from lineage_assets.conservation.stores import RESOURCE_KEYS, Stores, count_store_path
+from lineage_assets.lineage import naming
+from lineage_assets.lineage.identity import Column, Dataset, Job, Pipeline, _identity_map
+from lineage_assets.resources import build_resources
+from tests.service.lineage_assets.conservation.conftest import group_committed, judge_consumer, order_records
+from tests.support.connector_pause import connector_paused, states
+from tests.support.engine_waits import wait_for
+
+pytestmark = pytest.mark.service
+
+NAME = "orders-s3-sink-throwaway"
+GROUP = f"connect-{NAME}"
+DLQ = "orders-dlq-throwaway"
+PREFIX = "throwaway/topics/orders/"
+
+
+def with_throwaway(settings, base: Pipeline) -> Pipeline:
+    """Recipe 1, steps 1-2 (recipe 4, step 3): the copy, its dead letters and its job, declared by hand."""
+    orders = base.dataset("kafka_orders")
+    copy = Dataset(
+        "archive_orders_throwaway",
+        *naming.s3(f"s3://{settings.archive_bucket}/{PREFIX.rstrip('/')}"),
+        ("s3", "orders_archive_throwaway"),
+        tuple(orders.columns),
+        producer=NAME,
+        description="A throwaway second archive of orders",
+    )
+    dead = Dataset(
+        "dlq_orders_s3_sink_throwaway",
+        *naming.kafka(settings.kafka_bootstrap, DLQ),
+        ("kafka", "dead_letters", "orders_dlq_throwaway"),
+        (Column("key", "bytes"), Column("value", "bytes")),
+        producer=NAME,
+        description="What the throwaway copy could not write",
+    )
+    job = Job(
+        NAME,
+        settings.openlineage_namespace,
+        "STREAMING",
+        "KAFKA_CONNECT",
+        "JOB",
+        ("kafka_orders",),
+        (copy.key, dead.key),
+        {copy.key: _identity_map("kafka_orders", [c.name for c in orders.columns])},
+        "Connect S3 sink: a throwaway second archive",
+        kind="copy",
+        dead_letters=dead.key,
+    )
+    return Pipeline({**base.datasets, copy.key: copy, dead.key: dead}, {**base.jobs, NAME: job})
+
+
+@pytest.fixture(scope="module")
+def pipeline(settings) -> Pipeline:
+    return with_throwaway(settings, Pipeline.from_settings(settings))
+
+
+@pytest.fixture(scope="module")
+def throwaway_stores(settings, pipeline, tmp_path_factory):
+    wanted = {k: v for k, v in build_resources(settings).items() if k in RESOURCE_KEYS}
+    with dg.build_resources(wanted) as resources:
+        found = Stores(pipeline, resources, count_store_path(settings))
+        found.counts = CountStore(tmp_path_factory.mktemp("counts") / "counts.sqlite")
+        yield found
+
+
+@pytest.fixture(scope="module")
+def deployed(settings, throwaway_stores, s3, tmp_path_factory):
+    """Recipe 4, steps 1 and 4: the connector's file (the archive sink's, its prefix, dead letters and rotation
+    changed), rendered by ``render_connector`` and deployed; removed with all it made at the end."""
+    folder = tmp_path_factory.mktemp("connectors")
+    config = json.loads((CONNECTORS_DIR / "orders-s3-sink.json").read_text())
+    config |= {"s3.prefix": "throwaway/", "errors.deadletterqueue.topic.name": DLQ, "rotate.interval.ms": "3000"}
+    (folder / f"{NAME}.json").write_text(json.dumps(config))
+    client = ConnectClient(settings.connect_url)
+    client.deploy(NAME, render_connector(NAME, throwaway_stores.resources.connect, folder))
+    try:
+        wait_for(f"connector {NAME} and its tasks RUNNING", lambda: states(client, NAME) == {"RUNNING"})
+        yield client
+    finally:
+        client.delete(NAME)
+        wait_for(f"connector {NAME} gone", lambda: not states(client, NAME))
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=settings.archive_bucket, Prefix="throwaway/"):
+            for obj in page.get("Contents", []):
+                s3.delete_object(Bucket=settings.archive_bucket, Key=obj["Key"])
+        admin = AdminClient({"bootstrap.servers": settings.kafka_bootstrap})
+        for future in admin.delete_consumer_groups([GROUP], request_timeout=15).values():
+            future.result(timeout=30)
+        for future in admin.delete_topics([DLQ], operation_timeout=15).values():
+            try:
+                future.result(timeout=30)
+            except Exception as exc:  # the copy dead-lettered nothing: Connect never created the topic
+                assert "UNKNOWN_TOPIC" in str(exc), exc
+
+
+def lines_under(s3, bucket: str) -> dict[str, int]:
+    """key -> lines of every object under the throwaway prefix, read by the test."""
+    found = {}
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=PREFIX):
+        for obj in page.get("Contents", []):
+            found[obj["Key"]] = s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read().count(b"\n")
+    return found
+
+
+def dead_letters_below(settings, cut: dict[int, int]) -> int:
+    """Distinct records of ``orders`` below ``cut`` that the throwaway's dead-letter topic holds (0: no topic)."""
+    consumer = judge_consumer(settings)
+    sources: set[tuple[int, int]] = set()
+    try:
+        meta = consumer.list_topics(DLQ, timeout=10).topics[DLQ]
+        if meta.error is not None:
+            return 0
+        open_partitions = set(meta.partitions)
+        consumer.assign([TopicPartition(DLQ, p, 0) for p in open_partitions])
+        while open_partitions:
+            msg = consumer.poll(10)
+            assert msg is not None, f"{DLQ} did not answer"
+            if msg.error() is not None:
+                assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
+                open_partitions.discard(msg.partition())
+                continue
+            headers = {k: v.decode() for k, v in msg.headers() or [] if v is not None}
+            p, o = int(headers["__connect.errors.partition"]), int(headers["__connect.errors.offset"])
+            if headers["__connect.errors.topic"] == "orders" and o < cut[p]:
+                sources.add((p, o))
+    finally:
+        consumer.close()
+    return len(sources)
+
+
+def orders_below(settings, cut: dict[int, int]) -> int:
+    """Committed records of ``orders`` below ``cut``, counted by a consumer of the test's own."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": settings.kafka_bootstrap,
+            "group.id": f"judge-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    found, open_partitions = 0, {p for p, o in cut.items() if o > 0}
+    try:
+        consumer.assign([TopicPartition("orders", p, 0) for p in open_partitions])
+        while open_partitions:
+            msg = consumer.poll(10)
+            assert msg is not None, "orders did not answer"
+            if msg.error() is not None:
+                assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
+                open_partitions.discard(msg.partition())
+                continue
+            if msg.offset() < cut[msg.partition()]:
+                found += 1
+            if msg.offset() + 1 >= cut[msg.partition()]:
+                open_partitions.discard(msg.partition())
+                consumer.incremental_unassign([TopicPartition("orders", msg.partition())])
+    finally:
+        consumer.close()
+    return found
+
+
+def test_a_copy_declared_by_the_recipe_alone_is_reconciled(settings, pipeline, throwaway_stores, deployed, s3):
+    assert NAME in [h.job.name for h in checked_hops(pipeline)], "the declared copy gets no conservation check"
+    _, after_last = order_records(settings, {p: 0 for p in group_committed(settings, "orders", GROUP)})
+    wait_for(
+        f"group {GROUP} committed past the last record of orders as of the deploy",
+        lambda: all(group_committed(settings, "orders", GROUP).get(p, 0) >= o for p, o in after_last.items()),
+        deadline=300,
+    )
+    with connector_paused(settings, NAME):
+        cut = group_committed(settings, "orders", GROUP)
+        lines = lines_under(s3, settings.archive_bucket)
+        (found,) = reconcile(throwaway_stores, jobs=[NAME], confirm_after_s=0)
+        expected_in, expected_dead = orders_below(settings, cut), dead_letters_below(settings, cut)
+    assert found.job == NAME and found.status in ("balanced", "pending"), found.summary()
+    assert found.other_writers == (), found.summary()
+    assert found.out == sum(lines.values()) > 0, (found.out, len(lines))
+    assert found.dead_letters == expected_dead, found.summary()
+    # paused after it committed everything it wrote: what is above its committed offsets is pending, unwritten
+    assert found.in_ - found.pending == expected_in == found.out + found.dead_letters, found.summary()
