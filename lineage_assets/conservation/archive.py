@@ -31,7 +31,9 @@ from lineage_assets.conservation.archive_keys import (
 )
 from lineage_assets.conservation.archive_listing import OUTSIDE, Listing, rotation_note
 from lineage_assets.conservation.archive_objects import (
+    Figures,
     dead_letter_handler,
+    fact_checksum,
     fact_lines,
     first_timestamp,
     heads,
@@ -39,6 +41,7 @@ from lineage_assets.conservation.archive_objects import (
     remembered_counts,
 )
 from lineage_assets.conservation.archive_run import ArchiveRun, Cut, take_cut
+from lineage_assets.conservation.archive_values import archive_values, line_weigher
 from lineage_assets.conservation.archive_walk import Placed, between, hole_text, offsets_of, walk
 from lineage_assets.conservation.balance import HopBalance, OtherWriter
 from lineage_assets.conservation.hops import Hop
@@ -46,8 +49,8 @@ from lineage_assets.conservation.kafka_counts import PartitionCount
 from lineage_assets.conservation.stores import Stores
 
 
-def object_lines_now(run: ArchiveRun, listing: Listing) -> tuple[dict[str, int], int, set[str]]:
-    """(key -> lines of every object there now, objects read now, the sink's keys that were there and are gone).
+def object_lines_now(run: ArchiveRun, listing: Listing) -> tuple[dict[str, Figures], int, set[str]]:
+    """(key -> figures of every object there now, objects read now, the sink's keys that were there and are gone).
     What the listing did not read stands as last listed (its shard is re-listed in rotation); the sink's keys
     found gone and the keys named as other writers are looked at every run."""
     counts, now = run.stores.counts, time.time()
@@ -74,16 +77,17 @@ def object_lines_now(run: ArchiveRun, listing: Listing) -> tuple[dict[str, int],
     dropped = [k for k in gone if k in run.remembered]
     if dropped:
         counts.drop_facts(run.objects_kind, dropped)
-    lines, read_now = object_lines(
+    figures, read_now = object_lines(
         run.stores.s3,
         run.bucket,
         present,
         run.remembered,
         lambda f: counts.put_facts(run.objects_kind, f),
         run.endpoint,
+        line_weigher(run.fields) if run.fields else None,
     )
-    lines.update((key, fact_lines(fact)) for key, fact in standing.items())
-    return lines, read_now, set(run.absent) | set(newly_gone) | set(dropped)
+    figures.update((key, (fact_lines(fact), fact_checksum(fact))) for key, fact in standing.items())
+    return figures, read_now, set(run.absent) | set(newly_gone) | set(dropped)
 
 
 @dataclass
@@ -229,9 +233,10 @@ def walk_partitions(
     return found
 
 
-def remember_listing(run: ArchiveRun, cut: Cut, writers: list[OtherWriter]) -> str:
-    """What was listed when, the floor of the shards listed every run and who was named, for the next run; the
-    note on what this run verified."""
+def remember_listing(run: ArchiveRun, cut: Cut, named_now: set[str]) -> str:
+    """What was listed when, the floor of the shards listed every run and the keys named (as other writers or with
+    values that differ: looked at every run until they are not), for the next run; the note on what this run
+    verified."""
     counts, now = run.stores.counts, time.time()
     listed_now: dict[str, str] = {}
     if run.stores.deep:
@@ -243,7 +248,6 @@ def remember_listing(run: ArchiveRun, cut: Cut, writers: list[OtherWriter]) -> s
     counts.put_facts(run.verified_kind, listed_now)
     verified = run.verified | {k: now for k in listed_now}
     counts.put_facts(run.floors_kind, {str(p): str(o) for p, o in cut.committed.items()})
-    named_now = {w.reference.removeprefix("object:") for w in writers if w.reference.startswith("object:")}
     if set(run.named_before) - named_now:
         counts.drop_facts(run.named_kind, sorted(set(run.named_before) - named_now))
     counts.put_facts(run.named_kind, {k: json.dumps(now) for k in named_now if k not in run.named_before})
@@ -292,16 +296,29 @@ def notes_of(
     return notes
 
 
+def values_note(run: ArchiveRun) -> tuple[str, ...]:
+    if not run.fields:
+        return ()
+    return (
+        f"values: the checksum of the copied columns ({', '.join(f.output for f in run.fields)}) of each object's "
+        f"lines against that of the records of {run.topic} it holds from its start offset (the dead letters' "
+        "records left out), remembered per object; objects named above are left out",
+    )
+
+
 def balance(hop: Hop, stores: Stores) -> HopBalance:
     """The hop's balance at the cut of the sink's committed offsets (see the module doc and the notes)."""
     first_ends = {p: end for p, (_, end) in stores.kafka.offsets(hop.input.name).items()}
     run = ArchiveRun(hop, stores, sorted(first_ends), first_ends)
     cut = take_cut(run)
-    lines, read_now, was_there = object_lines_now(run, cut.listing)
+    figures, read_now, was_there = object_lines_now(run, cut.listing)
+    lines = {key: n for key, (n, _) in figures.items()}
     dead = dead_letters_of(run)
     pos = positions_of(run, cut, lines, dead)
     walked = walk_partitions(run, cut, lines, dead, pos, was_there)
-    verification = remember_listing(run, cut, walked.writers)
+    named = {w.reference.removeprefix("object:") for w in walked.writers if w.reference.startswith("object:")}
+    values, differing = archive_values(run, cut, figures, dead.sources, named | set(walked.retained_out))
+    verification = remember_listing(run, cut, named | differing)
     return HopBalance(
         job=run.job,
         input=hop.input.qualified_name,
@@ -313,5 +330,6 @@ def balance(hop: Hop, stores: Stores) -> HopBalance:
         range={"topic": run.topic, "archive": f"s3://{run.bucket}/{run.prefix}", "partitions": walked.ranges},
         other_writers=tuple(walked.writers),
         pending_since=first_timestamp(stores, run.topic, walked.first_pending) if walked.pending else None,
-        notes=tuple(notes_of(run, cut, lines, read_now, dead, walked, verification)),
+        notes=tuple(notes_of(run, cut, lines, read_now, dead, walked, verification)) + values_note(run),
+        values=values,
     )

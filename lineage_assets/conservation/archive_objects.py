@@ -40,12 +40,34 @@ def count_lines(body: Iterable[bytes]) -> int:
 
 
 def fact_lines(text: str) -> int:
-    """The line count of a remembered object fact (``{"etag": ..., "lines": n}``, as ``object_lines`` writes it),
-    read from the end of the text: decoding 40 000 facts as JSON each run cost more than everything else."""
+    """The line count of a remembered object fact (``{"etag": ..., "checksum": c, "lines": n}``, as ``object_lines``
+    writes it), read from the end of the text: decoding 40 000 facts as JSON each run cost more than everything else."""
     head, sep, tail = text.rpartition(', "lines": ')
     if sep and head.startswith('{"etag": ') and tail.endswith("}") and tail[:-1].isdigit():
         return int(tail[:-1])
     return int(json.loads(text)["lines"])
+
+
+def fact_checksum(text: str) -> int | None:
+    """The checksum of a remembered object fact (None: remembered before checksums were), read as ``fact_lines``."""
+    head, sep, _ = text.rpartition(', "lines": ')
+    head, sep2, value = head.rpartition(', "checksum": ')
+    if sep and sep2 and head.startswith('{"etag": ') and value.isdigit():
+        return int(value)
+    return json.loads(text).get("checksum")
+
+
+#: an object's figures: its lines, and the sum of its lines' weights (None: not weighed)
+Figures = tuple[int, int | None]
+Weigher = Callable[[bytes], int]
+
+
+def weighed_lines(body: bytes, weigh_line: Weigher) -> Figures:
+    """(JSON lines, the sum of their weights) of an object's body."""
+    parts = body.split(b"\n")
+    if parts and parts[-1] == b"":
+        parts.pop()
+    return len(parts), sum(weigh_line(line) for line in parts)
 
 
 def object_lines(
@@ -55,44 +77,51 @@ def object_lines(
     remembered: Mapping[str, Any],
     remember: Callable[[dict[str, str]], None],
     endpoint: str,
-) -> tuple[dict[str, int], int]:
-    """(key -> lines of every listed object still there, how many were read now). An object is read (GET) only
-    when no count is remembered for its key and ETag; its count is remembered under the ETag the GET returned."""
-    lines: dict[str, int] = {}
+    weigh_line: Weigher | None = None,
+) -> tuple[dict[str, Figures], int]:
+    """(key -> figures of every listed object still there, how many were read now). An object is read (GET) only
+    when no figures are remembered for its key and ETag (a checksum too, when ``weigh_line`` is given); its figures
+    are remembered under the ETag the GET returned."""
+    found: dict[str, Figures] = {}
     todo = []
     for key, etag in listed.items():
         fact = remembered.get(key)
         fact = json.loads(fact) if isinstance(fact, str) else fact
-        if fact and fact["etag"] == etag:
-            lines[key] = fact["lines"]
+        if fact and fact["etag"] == etag and (weigh_line is None or fact.get("checksum") is not None):
+            found[key] = (fact["lines"], fact.get("checksum"))
         else:
             todo.append(key)
 
-    def read(key: str) -> tuple[str, str, int] | None:
+    def read(key: str) -> tuple[str, str, Figures] | None:
         try:
             response = s3.get_object(Bucket=bucket, Key=key)
+            if weigh_line is None:
+                figures: Figures = (count_lines(response["Body"].iter_chunks(1 << 20)), None)
+            else:
+                figures = weighed_lines(response["Body"].read(), weigh_line)
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
                 return None  # deleted since the listing: not there now
             raise s3_unavailable(endpoint, f"reading s3://{bucket}/{key}", exc) from exc
         except BotoCoreError as exc:
             raise s3_unavailable(endpoint, f"reading s3://{bucket}/{key}", exc) from exc
-        return key, response["ETag"], count_lines(response["Body"].iter_chunks(1 << 20))
+        return key, response["ETag"], figures
 
     with ThreadPoolExecutor(GET_THREADS) as pool:
         batch: dict[str, str] = {}
         for done in pool.map(read, todo):
             if done is None:
                 continue
-            key, etag, n = done
-            lines[key] = n
-            batch[key] = json.dumps({"etag": etag, "lines": n})
+            key, etag, (n, checksum) = done
+            found[key] = (n, checksum)
+            weighed = {} if checksum is None else {"checksum": checksum}
+            batch[key] = json.dumps({"etag": etag, **weighed, "lines": n})
             if len(batch) >= 500:
                 remember(batch)
                 batch = {}
         if batch:
             remember(batch)
-    return lines, len(todo)
+    return found, len(todo)
 
 
 def heads(s3: Any, bucket: str, keys: Iterable[str], endpoint: str) -> dict[str, str | None]:

@@ -15,6 +15,7 @@ from lineage_assets.conservation.archive_keys import (
     sink_place,
 )
 from lineage_assets.conservation.archive_listing import Listing, list_archive
+from lineage_assets.conservation.checksums import copied_fields
 from lineage_assets.conservation.hops import Hop
 from lineage_assets.conservation.stores import Stores
 
@@ -53,6 +54,7 @@ class ArchiveRun:
         self.prefix = self.hop.output.name.strip("/") + "/"
         self.group = f"connect-{job}"
         self.endpoint = str(getattr(self.stores.s3.meta, "endpoint_url", "the object store"))
+        self.fields = copied_fields(self.hop)
         self.objects_kind, self.dead_kind, self.below_kind = kinds(job)
         self.verified_kind, self.floors_kind, self.absent_kind, self.named_kind = listing_kinds(job)
         counts = self.stores.counts

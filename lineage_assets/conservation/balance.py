@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from lineage_assets.conservation.values import ValueBalance, text_of
+from lineage_assets.conservation.values import CHECKSUM, PLACES, ValueBalance, text_of
 
 Status = Literal["balanced", "pending", "missing", "duplicates", "values_differ", "unknown"]
 
@@ -51,8 +51,16 @@ class OtherWriter:
             "ref": self.reference,
             "position": self.position or None,
             "figure": self.figure,
-            **({"values": {c: text_of(u) for c, u in self.claimed}} if self.claimed else {}),
+            **(
+                {"values": {c: text_of(u, 0 if c == CHECKSUM else PLACES) for c, u in self.claimed}}
+                if self.claimed
+                else {}
+            ),
         }
+
+
+def claimed_text(column: str, units: int) -> str | None:
+    return text_of(units, 0 if column == CHECKSUM else PLACES)
 
 
 def unexplained(in_: int | None, out: int | None, dead_letters: int | None, pending: int | None) -> int | None:

@@ -3,7 +3,7 @@ first (snapshots not written by the job, history resets, DLQ records that are no
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lineage_assets.conservation.balance import HopBalance, OtherWriter
@@ -14,6 +14,7 @@ from lineage_assets.conservation.iceberg_snapshots import (
     SnapshotFact,
     other_writer,
 )
+from lineage_assets.conservation.values import CHECKSUM, ValueBalance
 
 
 @dataclass(frozen=True)
@@ -33,12 +34,19 @@ class Figures:
     cut: str = ""
     notes: tuple[str, ...] = ()
     pending_since: float | None = None
+    values: tuple[ValueBalance, ...] = ()
+    #: snapshot id -> the checksum it changed by (an other writer's claim, taken out when it is accepted)
+    nets: dict[int, int] = field(default_factory=dict)
+
+
+def claiming(writer: OtherWriter, net: int | None) -> OtherWriter:
+    return writer if net is None else replace(writer, claimed=((CHECKSUM, net),))
 
 
 def assemble(hop: Hop, fig: Figures) -> HopBalance:
     """The hop's balance from the figures: arithmetic and naming only."""
     output = hop.output.qualified_name
-    writers = [w for f in fig.chain if (w := other_writer(output, f)) is not None]
+    writers = [claiming(w, fig.nets.get(f.snapshot_id)) for f in fig.chain if (w := other_writer(output, f))]
     writers.reverse()  # oldest first: the order they happened
     writers += [OtherWriter(output, r.describe(), r.rows, f"reset:{r.old_head}->{r.new_head}") for r in fig.resets]
     if hop.dead_letters is not None:
@@ -82,6 +90,7 @@ def assemble(hop: Hop, fig: Figures) -> HopBalance:
         other_writers=tuple(writers),
         pending_since=fig.pending_since if fig.below_end > fig.below_committed else None,
         notes=tuple(notes),
+        values=fig.values,
     )
     if fig.held is None:
         return balance.unknown_because(

@@ -45,6 +45,7 @@ from lineage_assets.conservation.iceberg_snapshots import (
     history_reset,
     rows_held,
 )
+from lineage_assets.conservation.iceberg_values import iceberg_values
 from lineage_assets.conservation.stores import Stores
 from lineage_assets.flink.iceberg_ingestion_asset import CONSUMER_GROUP
 
@@ -355,6 +356,7 @@ def _balance_at(
             f"{topic}: offsets below {uncounted} (partition: offset) were deleted by retention before the first "
             "count; rows the table holds from them show as duplicates"
         )
+    values, nets = iceberg_values(hop, stores, look, chain, chain_break, counted)
     figures = Figures(
         below_end=below_end,
         below_committed=below_committed,
@@ -369,5 +371,7 @@ def _balance_at(
         cut=f"the group's offsets C, then the current snapshot, the DLQ end and the LSO, then C again; {how}",
         notes=tuple(notes),
         pending_since=_oldest_pending(stores, topic, starts) if pending_age else None,
+        values=values,
+        nets=nets,
     )
     return assemble(hop, figures)

@@ -20,6 +20,8 @@ PLACES = 2
 #: the largest value the column holds, in units (99999999.99)
 MAX_UNITS = 10 ** (10) - 1
 _SCALE = 10**PLACES
+#: the value balance of a copy: the sum of its records' digests (checksums.py), an integer
+CHECKSUM = "checksum"
 
 
 def units_of(value: Any) -> int:
@@ -69,11 +71,11 @@ def units_of_double(value: Any) -> int:
     return int(number.scaleb(PLACES).to_integral_value())
 
 
-def text_of(units: int | None) -> str | None:
+def text_of(units: int | None, places: int = PLACES) -> str | None:
     """``units`` as the decimal it stands for (``12345`` -> ``"123.45"``); None stays None."""
     if units is None:
         return None
-    return str(Decimal(units).scaleb(-PLACES))
+    return str(Decimal(units).scaleb(-places)) if places else str(units)
 
 
 def difference_of(in_: int | None, out: int | None, dead_letters: int | None, pending: int | None) -> int | None:
@@ -97,6 +99,8 @@ class ValueBalance:
     pending: int | None = None
     where: tuple[str, ...] = ()
     unknown: str = ""
+    #: the places of the unit: 2 for cents, 0 for a checksum (a sum of per-record digests, an integer)
+    places: int = PLACES
 
     @property
     def difference(self) -> int | None:
@@ -113,11 +117,13 @@ class ValueBalance:
         return replace(self, out=self.out - out, dead_letters=self.dead_letters - dead_letters)
 
     def summary(self) -> str:
+        what = f"{self.column} (sum of {self.source})" if self.places else f"{self.column} of {self.source}"
         if self.difference is None:
-            return f"{self.column} (sum of {self.source}): unknown: {self.unknown or 'a figure could not be read'}"
+            return f"{what}: unknown: {self.unknown or 'a figure could not be read'}"
+        text = {k: text_of(getattr(self, k), self.places) for k in ("in_", "out", "dead_letters", "pending")}
         head = (
-            f"{self.column} (sum of {self.source}): in {text_of(self.in_)}, out {text_of(self.out)}, dead letters "
-            f"{text_of(self.dead_letters)}, pending {text_of(self.pending)}, difference {text_of(self.difference)}"
+            f"{what}: in {text['in_']}, out {text['out']}, dead letters {text['dead_letters']}, pending "
+            f"{text['pending']}, difference {text_of(self.difference, self.places)}"
         )
         return head + (f" in {'; '.join(self.where)}" if self.where and self.differs else "")
 
@@ -125,11 +131,11 @@ class ValueBalance:
         """``reconcile --json``'s ``values.<column>``: decimals as strings."""
         return {
             "source": self.source,
-            "in": text_of(self.in_),
-            "out": text_of(self.out),
-            "dead_letters": text_of(self.dead_letters),
-            "pending": text_of(self.pending),
-            "difference": text_of(self.difference),
+            "in": text_of(self.in_, self.places),
+            "out": text_of(self.out, self.places),
+            "dead_letters": text_of(self.dead_letters, self.places),
+            "pending": text_of(self.pending, self.places),
+            "difference": text_of(self.difference, self.places),
             "where": list(self.where),
             "unknown": self.unknown or None,
         }

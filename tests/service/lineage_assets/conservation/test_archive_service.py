@@ -11,11 +11,13 @@ found gone or named are looked at every run)."""
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import time
 import uuid
 from dataclasses import dataclass
+from decimal import Decimal
 
 import boto3
 import dagster as dg
@@ -260,6 +262,43 @@ def test_copied_object_is_duplicates_and_named(settings, stores, hop, s3, bucket
     finally:
         s3.delete_object(Bucket=bucket, Key=copy)
     assert_balanced(judged(settings, stores, hop, s3, bucket))
+
+
+def _one_cent_more(body: bytes) -> bytes:
+    """The object with the first line whose price is a decimal of two places one cent dearer: as many lines."""
+    lines = body.split(b"\n")
+    for i, line in enumerate(lines):
+        record = json.loads(line) if line else None
+        if isinstance(record, dict) and re.fullmatch(r"\d+\.\d\d", str(record.get("price"))):
+            record["price"] = str(Decimal(record["price"]) + Decimal("0.01"))
+            lines[i] = json.dumps(record, separators=(",", ":")).encode()
+            return b"\n".join(lines)
+    pytest.fail("no line of the object has a price of two places")
+
+
+def test_a_line_changed_with_its_count_unchanged_is_named_and_cleared_when_repaired(settings, stores, hop, s3, bucket):
+    """Copies balance a checksum of their copied columns: a price changed by a cent in one archived line keeps
+    every count and is found (within the rotation, as any change to an old shard), naming the object; put back,
+    the named key is looked at every run and clears at once."""
+    before = judged(settings, stores, hop, s3, bucket)
+    assert_balanced(before)
+    (weighed,) = before.balance.values
+    assert weighed.column == "checksum" and weighed.in_ == weighed.out > 0, weighed.summary()
+    victim = _victim(before.lines)
+    body = s3.get_object(Bucket=bucket, Key=victim)["Body"].read()
+    changed = _one_cent_more(body)
+    assert changed.count(b"\n") == body.count(b"\n")
+    try:
+        s3.put_object(Bucket=bucket, Key=victim, Body=changed, ContentType="application/x-ndjson")
+        b, runs = runs_until(stores, hop, "values_differ", rotation_runs(before.lines))
+        assert b.status == "values_differ", f"not found within {runs} runs: {b.summary()}"
+        assert b.other_writers == () and b.difference == 0, b.summary()  # every count still balances
+        (found,) = b.values
+        assert found.differs and len(found.where) == 1 and victim in found.where[0], found.summary()
+    finally:
+        s3.put_object(Bucket=bucket, Key=victim, Body=body, ContentType="application/x-ndjson")
+    after = archive.balance(hop, stores)
+    assert after.status in ("balanced", "pending") and not after.values[0].differs, after.summary()
 
 
 def test_object_store_down_is_unavailable_naming_the_endpoint(settings, hop, tmp_path):
