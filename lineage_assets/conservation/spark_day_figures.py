@@ -16,7 +16,7 @@ from lineage_assets.conservation.balance import (
     missing_of,
 )
 from lineage_assets.conservation.hops import Hop
-from lineage_assets.spark.day_commit import NO_SNAPSHOT, PROPERTY_PREFIX, optional_id
+from lineage_assets.spark.day_commit import NO_SNAPSHOT, PROPERTY_PREFIX, cents_of, optional_id
 
 #: longest run of orders snapshots summed from their summaries before the manifests are read instead
 MAX_WALK = 2000
@@ -47,6 +47,8 @@ class DayWrite:
     base_snapshot: int | None = None
     read_rows: int = 0
     read_rejected: int = 0
+    #: the refused orders' prices in cents, cumulative (None: the commit does not say)
+    rejected_cents: int | None = None
 
 
 def parse_write(snapshot_id: int, summary: Mapping[str, str], committed_ms: int) -> DayWrite | None:
@@ -70,6 +72,7 @@ def parse_write(snapshot_id: int, summary: Mapping[str, str], committed_ms: int)
         base_snapshot=optional_id(summary.get(p + "base-snapshot-id")),
         read_rows=int(summary.get(p + "read-rows", str(input_rows))),
         read_rejected=int(summary.get(p + "read-rejected", str(rejected))),
+        rejected_cents=cents_of(summary.get(p + "rejected-price")),
     )
 
 

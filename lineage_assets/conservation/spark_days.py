@@ -56,6 +56,13 @@ from lineage_assets.conservation.spark_day_reads import (
     summary_of,
     unavailable,
 )
+from lineage_assets.conservation.spark_day_values import (
+    DayValues,
+    Summed,
+    day_values,
+    hop_values,
+    stats_day_cents,
+)
 from lineage_assets.conservation.stores import Stores
 
 
@@ -112,13 +119,15 @@ def _day(
     stats,
     counts: dict[str, int],
     sums: Memo,
-) -> DayFigures:
+    prices: Memo,
+    summed: Summed | None,
+) -> tuple[DayFigures, DayValues | None]:
     spark = [i for i, c in enumerate(changes) if c.by_spark]
     if not spark:
         last = changes[-1].snapshot.snapshot_id
         return DayFigures(
             day, write_snapshot=last, unknown=f"no Spark write of it in the table's history; {REMATERIALIZE}"
-        )
+        ), None
     latest = changes[spark[-1]]
     if latest.write is None:
         return DayFigures(
@@ -126,7 +135,7 @@ def _day(
             write_snapshot=latest.snapshot.snapshot_id,
             unknown=f"written before lineage-lab recorded its input (snapshot {latest.snapshot.snapshot_id}); "
             + REMATERIALIZE,
-        )
+        ), None
 
     def total(snapshot_id: int) -> int:
         key = f"sum/{snapshot_id}/{day}"
@@ -140,18 +149,28 @@ def _day(
         if change.foreign:
             orders_delta = total(change.snapshot.snapshot_id) - total(previous)
             what = change.describe(day) + f": {orders_delta:+d} order(s)"
-            others.append(OtherWriter(output, what, orders_delta, f"snapshot:{change.snapshot.snapshot_id}:{day}"))
+            ref = f"snapshot:{change.snapshot.snapshot_id}:{day}"
+            claimed: tuple[tuple[str, int], ...] = ()
+            if summed is not None:
+                now, before = (
+                    stats_day_cents(stats, s, day, summed.column) for s in (change.snapshot.snapshot_id, previous)
+                )
+                claimed = ((summed.column, now - before),)
+            others.append(OtherWriter(output, what, orders_delta, ref, claimed=claimed))
         previous = change.snapshot.snapshot_id
     write = latest.write
     writes = [c.write if c.by_spark else None for c in changes[: spark[-1] + 1] if c.by_spark or c.foreign]
     try:
         reads = checked_reads(read_chain(writes), orders, day, counts)
     except BrokenChain as exc:
-        return DayFigures(day, write_snapshot=write.snapshot_id, unknown=f"{exc}; {REMATERIALIZE}")
+        return DayFigures(day, write_snapshot=write.snapshot_id, unknown=f"{exc}; {REMATERIALIZE}"), None
     in_read = orders_day_count(orders, write.input_snapshot, day, counts)
     in_now = orders_day_count(orders, orders_head, day, counts)
     since = first_growth(orders, orders_head, write.input_snapshot, day) if in_now > in_read else None
-    return replace(day_figures(write, in_now, total(previous), in_read, tuple(others), since), reads=reads)
+    figures = replace(day_figures(write, in_now, total(previous), in_read, tuple(others), since), reads=reads)
+    if summed is None:
+        return figures, None
+    return figures, day_values(write, orders, stats, orders_head, previous, in_now > in_read, prices, summed)
 
 
 def checked_reads(found: tuple[list[DayWrite], bool], orders, day: str, counts: dict[str, int]):
@@ -194,6 +213,12 @@ def checked_reads(found: tuple[list[DayWrite], bool], orders, day: str, counts: 
     return tuple(reads)
 
 
+def summed_of(hop: Hop) -> Summed | None:
+    """The column the hop's output sums (the day values weigh one: the price), or None."""
+    summed = hop.job.summed_columns(hop.output.key)
+    return Summed(*next(iter(summed.items()))) if len(summed) == 1 else None
+
+
 def balance(hop: Hop, stores: Stores) -> HopBalance:
     """The hop's balance over every day supplier_stats holds (see the module's docstring)."""
     orders_name, stats_name = hop.input.symlinks[0].name, hop.output.symlinks[0].name
@@ -206,17 +231,31 @@ def balance(hop: Hop, stores: Stores) -> HopBalance:
     try:
         counts_memo = Memo.load(stores, f"spark_days.orders:{orders.metadata.table_uuid}")
         stats_memo = Memo.load(stores, f"spark_days.stats:{stats.metadata.table_uuid}")
+        prices = Memo.load(stores, f"spark_days.prices:{orders.metadata.table_uuid}")
+        summed = summed_of(hop)
         counts: dict[str, int] = dict(counts_memo.values)
         by_day, whole = _changes(stats, stats_memo)
         orders_head = orders.metadata.current_snapshot_id
-        days = []
+        days, weighed = [], []
         for day, changes in by_day.items():
             try:
-                days.append(
-                    _day(day, changes, hop.output.qualified_name, orders, orders_head, stats, counts, stats_memo)
+                found, values = _day(
+                    day,
+                    changes,
+                    hop.output.qualified_name,
+                    orders,
+                    orders_head,
+                    stats,
+                    counts,
+                    stats_memo,
+                    prices,
+                    summed,
                 )
             except Unknowable as exc:
-                days.append(DayFigures(day, unknown=f"{exc}; {REMATERIALIZE}"))
+                found, values = DayFigures(day, unknown=f"{exc}; {REMATERIALIZE}"), None
+            days.append(found)
+            if summed is not None:
+                weighed.append(values or DayValues(day, unknown=found.unknown or "not weighed"))
     except (StoreUnavailable, Unknowable):
         raise
     except Exception as exc:
@@ -226,6 +265,8 @@ def balance(hop: Hop, stores: Stores) -> HopBalance:
         "supplier_stats snapshot now": stats.metadata.current_snapshot_id,
     }
     result = assemble(hop, days, heads)
+    if summed is not None:
+        result = replace(result, values=(hop_values(weighed, summed),))
     if not whole:
         result = _with_note(
             result,
@@ -239,6 +280,7 @@ def balance(hop: Hop, stores: Stores) -> HopBalance:
     counts_memo.save(lambda k: k in wanted_counts)
     retained = {str(s.snapshot_id) for s in stats.metadata.snapshots}
     stats_memo.save(lambda k: k.split("/")[1] in retained)
+    prices.save(lambda k: True)  # each data file's prices, by its path: a file never changes
     return result
 
 

@@ -77,11 +77,13 @@ def assertions(balance: HopBalance) -> data_quality_assertions_dataset.DataQuali
             ),
             *(
                 data_quality_assertions_dataset.Assertion(
-                    assertion=f"conservation: {v.column} adds up to the sum of {v.source}",
+                    assertion=f"conservation: {v.column} adds up to the sum of {v.source}"
+                    if v.places
+                    else f"conservation: the {v.column} of {v.source} matches",
                     success=v.difference == 0,
-                    expected=text_of(0),
-                    actual=str(text_of(v.difference)),
-                    column=v.source,
+                    expected=text_of(0, v.places),
+                    actual=str(text_of(v.difference, v.places)),
+                    column=v.source if v.places else None,
                 )
                 for v in balance.values
             ),

@@ -5,6 +5,7 @@ Spark job writes into the commit itself, so that the next run (where to read on 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 
 #: prefix of the snapshot properties of a day's commit (conservation/spark_days.py and increment.py read them back)
 PROPERTY_PREFIX = "lineage-lab."
@@ -33,6 +34,7 @@ def commit_properties(
     output_rows: int,
     output_orders: int,
     read: RunRead | None = None,
+    rejected_cents: int | None = None,
 ) -> dict[str, str]:
     """The properties of a day's commit. The day-level figures are cumulative whatever the mode: the orders snapshot
     the day's rows now cover, the day's orders up to it, the refused ones, the supplier_stats rows of the day and
@@ -45,6 +47,8 @@ def commit_properties(
         "output-rows": str(output_rows),
         "output-orders": str(output_orders),
     }
+    if rejected_cents is not None:  # unknown when an increment's base did not record it: left out, not guessed
+        values["rejected-price"] = price_text(rejected_cents)
     if read is not None:
         values |= {
             "mode": read.mode,
@@ -55,6 +59,20 @@ def commit_properties(
             "read-rejected": str(read.rejected),
         }
     return {PROPERTY_PREFIX + k: v for k, v in values.items()}
+
+
+def price_text(cents: int) -> str:
+    """Cents as the decimal of two places the property holds (``-1234`` -> ``"-12.34"``)."""
+    return str(Decimal(cents).scaleb(-2))
+
+
+def cents_of(text: str | None) -> int | None:
+    """A price property in cents: None for a missing or malformed value (a commit that does not say)."""
+    try:
+        cents = Decimal(text).scaleb(2) if text else None
+    except InvalidOperation:
+        return None
+    return int(cents) if cents is not None and cents.is_finite() and cents == cents.to_integral_value() else None
 
 
 def optional_id(text: str | None) -> int | None:

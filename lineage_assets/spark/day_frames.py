@@ -57,6 +57,8 @@ class ReadCounts:
     rows: int
     rejected: int
     groups: frozenset[tuple[str, int]]
+    #: the refused orders' prices summed, in cents: what conservation weighs as the day's dead letters
+    rejected_cents: int = 0
 
 
 def read_counts(orders) -> ReadCounts:
@@ -64,15 +66,17 @@ def read_counts(orders) -> ReadCounts:
     from pyspark.sql import functions as F
 
     # the rule is a JVM call Spark deems non-deterministic: evaluated in a projection, never inside an aggregate
-    judged = orders.select("supplier", "bid_time", rule_reason().alias("reason"))
+    judged = orders.select("supplier", "bid_time", "price", rule_reason().alias("reason"))
     valid = F.col("reason") == ""
+    cents = F.coalesce(F.col("price"), F.lit(0)) * 100
     row = judged.agg(
         F.count(F.lit(1)).alias("rows"),
         F.coalesce(F.sum(F.when(valid, 0).otherwise(1)), F.lit(0)).alias("rejected"),
+        F.coalesce(F.sum(F.when(valid, F.lit(0)).otherwise(cents)), F.lit(0)).cast("bigint").alias("rejected_cents"),
         F.collect_set(F.when(valid, F.struct(F.col("supplier"), F.hour("bid_time").alias("hour")))).alias("groups"),
     ).collect()[0]
     groups = frozenset((g["supplier"], int(g["hour"])) for g in row["groups"])
-    return ReadCounts(int(row["rows"]), int(row["rejected"]), groups)
+    return ReadCounts(int(row["rows"]), int(row["rejected"]), groups, int(row["rejected_cents"]))
 
 
 def aggregate(orders):

@@ -92,6 +92,8 @@ class DayRead:
     day_rejected: int
     day_rows: int
     input_bytes: int | None
+    #: the day's refused orders' prices in cents, cumulative (None: the base did not record them)
+    day_rejected_cents: int | None = None
 
 
 def read_increment(session, orders_table, stats_table, source_table: str, day: str, start: int, end: int, base):
@@ -110,6 +112,7 @@ def read_increment(session, orders_table, stats_table, source_table: str, day: s
         base.rejected + counts.rejected,
         len(keys | counts.groups),
         new_bytes,
+        None if base.rejected_cents is None else base.rejected_cents + counts.rejected_cents,
     )
 
 
@@ -125,6 +128,7 @@ def read_whole_day(session, orders_table, source_table: str, day: str, end: int 
         counts.rejected,
         len(counts.groups),
         sum(files.values()) if files is not None else None,
+        counts.rejected_cents,
     )
 
 
@@ -174,7 +178,14 @@ def _write_once(session, catalog, source_table: str, target_table: str, day: str
         done = read_whole_day(session, orders_table, source_table, day, end)
         read = RunRead(decision.mode, decision.reason, None, None, *_read(done))
     properties = commit_properties(
-        day, end, done.day_orders, done.day_rejected, done.day_rows, done.day_orders - done.day_rejected, read
+        day,
+        end,
+        done.day_orders,
+        done.day_rejected,
+        done.day_rows,
+        done.day_orders - done.day_rejected,
+        read,
+        done.day_rejected_cents,
     )
     writer = done.stats.writeTo(target_table)
     for key, value in properties.items():

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from lineage_assets.spark.day_commit import PROPERTY_PREFIX, optional_id
+from lineage_assets.spark.day_commit import PROPERTY_PREFIX, cents_of, optional_id
 from lineage_assets.spark.new_orders_sensor import (
     INCREMENTAL_MODE,
     PartitionSummaryMissing,
@@ -39,6 +39,8 @@ class DayBase:
     input_snapshot_id: int | None
     input_rows: int = 0
     rejected: int = 0
+    #: the refused orders' prices in cents (None: the commit does not say, written before it was recorded)
+    rejected_cents: int | None = None
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,7 @@ def day_base(stats_table, day: str) -> tuple[DayBase | None, str]:
                 optional_id(summary.get(PROPERTY_PREFIX + "input-snapshot-id")),
                 int(summary.get(PROPERTY_PREFIX + "input-rows", "0")),
                 int(summary.get(PROPERTY_PREFIX + "rejected-orders", "0")),
+                cents_of(summary.get(PROPERTY_PREFIX + "rejected-price")),
             )
             return base, foreign
         if written is None and not foreign:

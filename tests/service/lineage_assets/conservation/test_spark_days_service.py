@@ -5,8 +5,10 @@ named, and the Spark run's statistics read back from Marquez."""
 from __future__ import annotations
 
 import datetime as dt
+from decimal import Decimal
 
 import dagster as dg
+import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 import requests
@@ -165,3 +167,34 @@ def test_the_spark_run_in_marquez_carries_the_statistics(settings, resources, ma
         for task in table.scan(row_filter=f"bid_date = '{today}'", snapshot_id=snapshot).plan_files()
     )
     assert stats["facets"]["outputStatistics"]["size"] == added
+
+
+def test_a_total_changed_with_its_count_unchanged_is_named_then_clears_when_put_back(
+    settings, pipeline, materialized, stores, today
+):
+    """total_price sums price: one row of today's supplier_stats overwritten by another writer with its total a
+    cent dearer and its count unchanged keeps every count, fails the values naming the day (the writer claims the
+    cent), and clears once the row is put back as it was."""
+    before = the_balance(stores, pipeline)
+    (weighed,) = before.values
+    assert weighed.difference == 0, before.summary()  # every day weighed, and none differs
+    table = load_catalog(settings).load_table("default.supplier_stats")
+    victim = table.scan(row_filter=f"bid_date = '{today}'").to_arrow().slice(0, 1)
+    (record,) = victim.to_pylist()
+    record["total_price"] += Decimal("0.01")
+    supplier, hour = record["supplier"], record["bid_hour"]
+    where = And(EqualTo("bid_date", today), And(EqualTo("supplier", supplier), EqualTo("bid_hour", hour)))
+    commit_retrying(table, lambda t: t.overwrite(pa.Table.from_pylist([record], schema=victim.schema), where))
+    try:
+        b = the_balance(stores, pipeline)
+        assert b.status == "values_differ" and b.difference == 0, b.summary()
+        (found,) = b.values
+        assert found.difference == -1 and len(found.where) == 1 and f"day {today}:" in found.where[0], found.summary()
+        earlier = {w.reference for w in before.other_writers}
+        new = [w for w in b.other_writers if w.reference not in earlier]  # pyiceberg's overwrite: a delete, an append
+        assert new and all(today in w.what for w in new), b.other_writers
+        assert sum(u for w in new for c, u in w.claimed if c == "total_price") == 1, new  # they claim the cent
+    finally:
+        commit_retrying(table, lambda t: t.overwrite(victim, where))
+    after = the_balance(stores, pipeline)
+    assert after.status in ("balanced", "pending") and after.values[0].difference == 0, after.summary()

@@ -302,3 +302,30 @@ def test_a_broken_chain_names_the_write():
         "supplier_stats snapshot 2 says it added orders after snapshot 50 to supplier_stats snapshot 1, but the "
         "write before it is snapshot 9, which read up to orders snapshot 49"
     )
+
+
+def test_the_refused_orders_prices_ride_in_the_commit_and_read_back_in_cents():
+    from lineage_assets.spark.day_commit import cents_of
+
+    props = commit_properties(DAY, 42, 10, 2, 5, 8, rejected_cents=-1234)
+    assert props["lineage-lab.rejected-price"] == "-12.34"
+    assert parse_write(7, props, 1000).rejected_cents == -1234
+    # a commit that does not say (written before it was recorded, or an increment on such a base): unknown
+    assert "lineage-lab.rejected-price" not in commit_properties(DAY, 42, 10, 2, 5, 8)
+    assert parse_write(8, commit_properties(DAY, 42, 10, 2, 5, 8), 1000).rejected_cents is None
+    assert [cents_of(t) for t in ("0", "7.5", "1.005", "NaN", "x", None)] == [0, 750, None, None, None, None]
+
+
+def test_the_days_values_add_up_and_a_day_that_differs_is_named():
+    from lineage_assets.conservation.spark_day_values import DayValues, Summed, hop_values
+
+    summed = Summed("total_price", "price")
+    days = [
+        DayValues("2025-01-02", in_=1000, out=900, dead_letters=100, pending=0),
+        DayValues("2025-01-01", in_=500, out=399, dead_letters=0, pending=100),
+    ]
+    found = hop_values(days, summed)
+    assert (found.in_, found.out, found.dead_letters, found.pending, found.difference) == (1500, 1299, 100, 100, 1)
+    assert found.where == ("day 2025-01-01: its orders' price 4.00 (refused 0.00), its rows' total_price 3.99",)
+    unknown = hop_values([*days, DayValues("2025-01-03", unknown="written before")], summed)
+    assert unknown.difference is None and unknown.unknown == "day 2025-01-03: written before"
