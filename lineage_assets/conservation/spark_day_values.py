@@ -55,11 +55,14 @@ def file_cents(table, path: str, column: str) -> int:
 
 def orders_day_cents(table, snapshot_id: int | None, day: str, column: str, memo: Memo) -> int:
     """``column`` of ``day``'s orders at ``snapshot_id`` summed in cents, from its live data files (memo:
-    ``file:<path>:<column>`` -> cents, extended)."""
+    ``file:<path>:<column>`` and ``day:<snapshot>/<day>:<column>`` -> cents, extended)."""
     from pyiceberg.manifest import DataFileContent
 
     if snapshot_id is None:
         return 0
+    at = f"day:{snapshot_id}/{day}:{column}"  # a snapshot never changes: its day is priced once
+    if at in memo.values:
+        return memo.values[at]
     snapshot = table.snapshot_by_id(snapshot_id)
     if snapshot is None:
         raise Unknowable(f"orders snapshot {snapshot_id} has expired: its prices cannot be read")
@@ -75,6 +78,7 @@ def orders_day_cents(table, snapshot_id: int | None, day: str, column: str, memo
             if key not in memo.values:
                 memo.values[key] = file_cents(table, data.file_path, column)
             total += memo.values[key]
+    memo.values[at] = total
     return total
 
 

@@ -280,7 +280,8 @@ def balance(hop: Hop, stores: Stores) -> HopBalance:
     counts_memo.save(lambda k: k in wanted_counts)
     retained = {str(s.snapshot_id) for s in stats.metadata.snapshots}
     stats_memo.save(lambda k: k.split("/")[1] in retained)
-    prices.save(lambda k: True)  # each data file's prices, by its path: a file never changes
+    # each data file's prices by its path (a file never changes); a day's at the snapshots still read
+    prices.save(lambda k: k.startswith("file:") or k.split(":")[1] in wanted_counts)
     return result
 
 

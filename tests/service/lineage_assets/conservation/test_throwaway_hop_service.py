@@ -9,11 +9,10 @@ Everything the connector made is deleted at the end."""
 from __future__ import annotations
 
 import json
-import uuid
 
 import dagster as dg
 import pytest
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from lineage_assets.checks.conservation import checked_hops
@@ -152,16 +151,7 @@ def dead_letters_below(settings, cut: dict[int, int]) -> int:
 
 def orders_below(settings, cut: dict[int, int]) -> int:
     """Committed records of ``orders`` below ``cut``, counted by a consumer of the test's own."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": settings.kafka_bootstrap,
-            "group.id": f"judge-{uuid.uuid4().hex[:8]}",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "isolation.level": "read_committed",
-            "auto.offset.reset": "earliest",
-        }
-    )
+    consumer = judge_consumer(settings)
     found, open_partitions = 0, {p for p, o in cut.items() if o > 0}
     try:
         consumer.assign([TopicPartition("orders", p, 0) for p in open_partitions])
