@@ -183,6 +183,9 @@ def iceberg_values(
         weights = table_weights(stores, look.table, chain, fields)
     except Unweighable as exc:
         return unknown(str(exc))
+    except Exception as exc:  # the files' store failing leaves the values unknown, never the counts read before
+        why = f"reading the table's files failed ({type(exc).__name__}: {exc}); reconcile again once they answer"
+        return unknown(why)
     in_ = sum(ins[(p, e)].total for p, e in look.end.items())
     pending = in_ - sum(ins[(p, c)].total for p, c in committed.items())
     out = sum(weights[f.snapshot_id].net for f in chain)
