@@ -62,12 +62,28 @@ Figures = tuple[int, int | None]
 Weigher = Callable[[bytes], int]
 
 
-def weighed_lines(body: bytes, weigh_line: Weigher) -> Figures:
-    """(JSON lines, the sum of their weights) of an object's body."""
-    parts = body.split(b"\n")
-    if parts and parts[-1] == b"":
-        parts.pop()
-    return len(parts), sum(weigh_line(line) for line in parts)
+#: a line longer than this is no record of the sink (its records are a few hundred bytes): weighed 0, not buffered
+LONGEST_LINE = 1 << 20
+
+
+def weighed_lines(body: Iterable[bytes], weigh_line: Weigher) -> Figures:
+    """(JSON lines, the sum of their weights) of an object's body, read chunk by chunk (an object of another
+    writer can be of any size)."""
+    lines = total = 0
+    rest, overlong = b"", False
+    for chunk in body:
+        parts = (rest + chunk).split(b"\n")
+        rest = parts.pop()
+        for line in parts:
+            lines += 1
+            total += 0 if overlong else weigh_line(line)
+            overlong = False
+        if len(rest) > LONGEST_LINE:
+            rest, overlong = b"", True
+    if rest or overlong:
+        lines += 1
+        total += 0 if overlong else weigh_line(rest)
+    return lines, total
 
 
 def object_lines(
@@ -98,7 +114,7 @@ def object_lines(
             if weigh_line is None:
                 figures: Figures = (count_lines(response["Body"].iter_chunks(1 << 20)), None)
             else:
-                figures = weighed_lines(response["Body"].read(), weigh_line)
+                figures = weighed_lines(response["Body"].iter_chunks(1 << 20), weigh_line)
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
                 return None  # deleted since the listing: not there now

@@ -82,3 +82,19 @@ def test_each_object_is_expected_to_weigh_the_records_of_its_range_its_line_coun
     assert fill(chain, {"c"}, [(o, w) for o, w in records if o >= 20], dead=set()) == {"c": 2000}
     # no record of its range: weighs 0
     assert fill([Held("z", 99, 1)], {"z"}, records, dead=set()) == {"z": 0}
+
+
+def test_an_objects_lines_are_weighed_chunk_by_chunk_and_an_overlong_line_weighs_nothing():
+    from lineage_assets.conservation import archive_objects
+    from lineage_assets.conservation.archive_objects import weighed_lines
+
+    def size(line: bytes) -> int:
+        return len(line)
+
+    assert weighed_lines([b""], size) == (0, 0)
+    assert weighed_lines([b"a\nb", b"b\n"], size) == (2, 3)  # a line across two chunks
+    assert weighed_lines([b"a\nbb"], size) == (2, 3)  # the last line without its newline
+    long = b"x" * (archive_objects.LONGEST_LINE + 1)
+    # a line longer than any record is counted and weighs 0, without being held whole
+    assert weighed_lines([b"a\n", long, long, b"\nbb\n"], size) == (3, 3)
+    assert weighed_lines([b"a\n", long], size) == (2, 1)
