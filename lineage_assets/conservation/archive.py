@@ -35,7 +35,6 @@ from lineage_assets.conservation.archive_objects import (
     dead_letter_handler,
     fact_checksum,
     fact_lines,
-    first_timestamp,
     heads,
     object_lines,
     remembered_counts,
@@ -46,6 +45,7 @@ from lineage_assets.conservation.archive_walk import Placed, between, hole_text,
 from lineage_assets.conservation.balance import HopBalance, OtherWriter
 from lineage_assets.conservation.hops import Hop
 from lineage_assets.conservation.kafka_counts import PartitionCount
+from lineage_assets.conservation.kafka_reads import oldest_stamp
 from lineage_assets.conservation.stores import Stores
 
 
@@ -329,7 +329,7 @@ def balance(hop: Hop, stores: Stores) -> HopBalance:
         pending=walked.pending,
         range={"topic": run.topic, "archive": f"s3://{run.bucket}/{run.prefix}", "partitions": walked.ranges},
         other_writers=tuple(walked.writers),
-        pending_since=first_timestamp(stores, run.topic, walked.first_pending) if walked.pending else None,
+        pending_since=oldest_stamp(stores, run.topic, walked.first_pending) if walked.pending else None,
         notes=tuple(notes_of(run, cut, lines, read_now, dead, walked, verification)) + values_note(run),
         values=values,
     )

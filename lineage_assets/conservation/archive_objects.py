@@ -5,13 +5,12 @@ marks, and the age of the oldest pending record."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
-from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
+from confluent_kafka import Message
 
 from lineage_assets.conservation.archive_listing import s3_unavailable
 from lineage_assets.conservation.count_store import CountStore
@@ -198,34 +197,3 @@ def remembered_counts(
         for t, c in clipped.items():
             found[(partition, t)] = PartitionCount(partition, first[0], c, marks[c][1], uncounted_before=first[0])  # type: ignore[index]
     return found
-
-
-def first_timestamp(stores: Stores, topic: str, at: dict[int, int]) -> float | None:
-    """Epoch seconds of the oldest committed record at or after the given offsets (one record per partition)."""
-    if not at:
-        return None
-    consumer = Consumer(
-        stores.kafka.connection.client_config(
-            **{
-                "group.id": "lineage-lab-reconcile-archive",
-                "enable.auto.commit": False,
-                "isolation.level": "read_committed",
-                "auto.offset.reset": "earliest",
-            }
-        )
-    )
-    found: dict[int, float] = {}
-    try:
-        consumer.assign([TopicPartition(topic, p, o) for p, o in at.items()])
-        deadline = time.monotonic() + 5.0
-        while len(found) < len(at) and time.monotonic() < deadline:
-            msg = consumer.poll(0.2)
-            if msg is None or msg.error() is not None:
-                continue
-            if msg.partition() not in found:
-                found[msg.partition()] = msg.timestamp()[1] / 1000.0
-    except KafkaException:
-        return None  # only the age is lost; the figures stand
-    finally:
-        consumer.close()
-    return min(found.values()) if found else None

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import Message
 
 from flink_jobs import deployment
 from lineage_assets.conservation import acceptances
@@ -46,6 +46,7 @@ from lineage_assets.conservation.iceberg_snapshots import (
     rows_held,
 )
 from lineage_assets.conservation.iceberg_values import iceberg_values
+from lineage_assets.conservation.kafka_reads import oldest_stamp
 from lineage_assets.conservation.stores import Stores
 from lineage_assets.flink.iceberg_ingestion_asset import CONSUMER_GROUP
 
@@ -207,46 +208,6 @@ def _tally_dead_letters(stores: Stores, hop: Hop, committed: dict[int, int]) -> 
     return tally, notes
 
 
-def _oldest_pending(stores: Stores, topic: str, starts: dict[int, int]) -> float | None:
-    """Epoch seconds of the oldest committed record at or above C (one record read per partition), or None."""
-    if not starts:
-        return None
-    consumer = Consumer(
-        stores.kafka.connection.client_config(
-            **{
-                "group.id": f"lineage-lab-reconcile-{JOB}-pending",
-                "enable.auto.commit": False,
-                "isolation.level": "read_committed",
-                "auto.offset.reset": "earliest",
-                "enable.partition.eof": True,
-            }
-        )
-    )
-    found: list[float] = []
-    try:
-        for partition, offset in starts.items():
-            consumer.assign([TopicPartition(topic, partition, offset)])
-            deadline = time.monotonic() + 5.0
-            while time.monotonic() < deadline:
-                msg = consumer.poll(0.5)
-                if msg is None:
-                    continue
-                err = msg.error()
-                if err is None:
-                    _, ts = msg.timestamp()
-                    if ts > 0:
-                        found.append(ts / 1000)
-                    break
-                if err.code() == KafkaError._PARTITION_EOF:
-                    break
-                return None
-    except KafkaException:
-        return None
-    finally:
-        consumer.close()
-    return min(found) if found else None
-
-
 ONE_LOOK = (
     "one look: C held still around it, nothing was pending (no record between C and the end offsets, so no "
     "checkpoint had anything to commit) and the figures balance but for the other writers named; a second look "
@@ -370,7 +331,7 @@ def _balance_at(
         range=rng,
         cut=f"the group's offsets C, then the current snapshot, the DLQ end and the LSO, then C again; {how}",
         notes=tuple(notes),
-        pending_since=_oldest_pending(stores, topic, starts) if pending_age else None,
+        pending_since=oldest_stamp(stores, topic, starts) if pending_age else None,
         values=values,
         nets=nets,
     )

@@ -95,3 +95,34 @@ def read_ranges(
                         break
         except KafkaException as exc:
             raise kafka_unavailable(stores, where, exc) from exc
+
+
+def oldest_stamp(stores: Stores, topic: str, at: dict[int, int]) -> float | None:
+    """Epoch seconds of the oldest committed record at or after the given offsets (partition -> offset; one record
+    read per partition): how long the oldest pending record has waited. None when there is none, or Kafka did not
+    answer (only the age is lost; the figures stand)."""
+    if not at:
+        return None
+    consumer = consumer_of(stores, "oldest")
+    found: list[float] = []
+    try:
+        for partition, offset in at.items():
+            consumer.assign([TopicPartition(topic, partition, offset)])
+            deadline = time.monotonic() + 5.0
+            while time.monotonic() < deadline:
+                msg = consumer.poll(0.2)
+                if msg is None:
+                    continue
+                err = msg.error()
+                if err is None:
+                    if msg.timestamp()[1] > 0:
+                        found.append(msg.timestamp()[1] / 1000)
+                    break
+                if err.code() == KafkaError._PARTITION_EOF:
+                    break
+                return None
+    except KafkaException:
+        return None
+    finally:
+        consumer.close()
+    return min(found) if found else None

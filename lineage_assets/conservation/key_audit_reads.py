@@ -5,7 +5,6 @@ around the range."""
 from __future__ import annotations
 
 import json
-import time
 from collections import Counter
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -14,7 +13,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 from botocore.exceptions import BotoCoreError, ClientError
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from lineage_assets.conservation import iceberg_dead_letters
 from lineage_assets.conservation import iceberg_ingestion_hop as iceberg_hop
@@ -22,11 +21,10 @@ from lineage_assets.conservation.archive_listing import s3_unavailable
 from lineage_assets.conservation.archive_objects import ERROR_OFFSET, ERROR_PARTITION, ERROR_TOPIC
 from lineage_assets.conservation.avro_values import AvroValues
 from lineage_assets.conservation.balance import StoreUnavailable
+from lineage_assets.conservation.kafka_reads import read_ranges
 from lineage_assets.conservation.key_audit_compare import decimal_prefixes
 from lineage_assets.conservation.stores import Stores
 
-#: seconds without a record or the end of a partition before Kafka counts as not answering
-STALL_S = 15.0
 THREADS = 8
 
 
@@ -52,40 +50,6 @@ def range_consumer(stores: Stores, name: str, committed_only: bool = True) -> Co
     )
 
 
-def read_partition(consumer: Consumer, topic: str, partition: int, start: int, stop: int, bootstrap: str):
-    """Committed records of ``topic[partition]`` in [start, stop), in offset order."""
-    if start >= stop:
-        return
-    consumer.assign([TopicPartition(topic, partition, start)])
-    quiet_since = time.monotonic()
-    try:
-        while True:
-            batch = consumer.consume(5000, timeout=0.2)
-            if not batch:
-                if time.monotonic() - quiet_since > STALL_S:
-                    raise StoreUnavailable(
-                        f"Kafka at {bootstrap}: reading {topic}[{partition}] from {start} gave no record and no end "
-                        f"in {STALL_S:.0f} s (deep audit); check the broker, then reconcile again"
-                    )
-                continue
-            quiet_since = time.monotonic()
-            for msg in batch:
-                err = msg.error()
-                if err is not None and err.code() == KafkaError._PARTITION_EOF:
-                    return
-                if err is not None:
-                    raise StoreUnavailable(f"Kafka at {bootstrap}: reading {topic}[{partition}] failed: {err}")
-                if msg.offset() >= stop:
-                    return
-                yield msg
-                if msg.offset() + 1 >= stop:
-                    return
-    except KafkaException as exc:
-        raise StoreUnavailable(
-            f"Kafka at {bootstrap} did not answer during the deep audit ({exc}); start the broker, then reconcile again"
-        ) from exc
-
-
 def read_range(
     stores: Stores, topic: str, spans: Mapping[int, tuple[int, int]], committed_only: bool = True
 ) -> dict[int, list[RangeRecord]]:
@@ -97,7 +61,7 @@ def read_range(
     try:
         for p, (a, b) in sorted(spans.items()):
             rows = found.setdefault(p, [])
-            for msg in read_partition(consumer, topic, p, a, b, stores.kafka.connection.bootstrap):
+            for msg in read_ranges(stores, consumer, topic, {p: (a, b)}):
                 value = msg.value()
                 record = avro.decode(value) if value is not None else None
                 order_id = record.get("order_id") if record else None
@@ -128,7 +92,7 @@ def read_dead_letters(stores: Stores, dlq: str, source_of, since_ms: int) -> dic
         for tp in starts:
             low, end = ranges[tp.partition]
             start = end if tp.offset < 0 else max(tp.offset, low)
-            for msg in read_partition(consumer, dlq, tp.partition, start, end, stores.kafka.connection.bootstrap):
+            for msg in read_ranges(stores, consumer, dlq, {tp.partition: (start, end)}):
                 source = source_of(msg)
                 if source is not None:
                     found.setdefault(source, f"{dlq}[{msg.partition()}]@{msg.offset()}")

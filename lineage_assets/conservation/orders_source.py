@@ -36,11 +36,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import psycopg
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import Message
 
 from lineage_assets.conservation import acceptances
 from lineage_assets.conservation.balance import HopBalance, StoreUnavailable
 from lineage_assets.conservation.hops import Hop
+from lineage_assets.conservation.kafka_reads import consumer_of, read_ranges
 from lineage_assets.conservation.source_tally import (
     _XID_SPAN,
     MAX_IDS_AT_KEY,
@@ -162,44 +163,21 @@ def deep_audit(stores: Stores, deep_range: dict[str, Any]) -> list[str]:
     each partition, ``{"last": N}``, default 10000): order_ids Debezium sent more than once, and order_ids the
     table does not hold."""
     ranges = stores.kafka.offsets(TOPIC)
-    consumer = Consumer(
-        stores.resources.kafka.connection().client_config(
-            **{
-                "group.id": "lineage-lab-reconcile-deep",
-                "enable.auto.commit": False,
-                "enable.partition.eof": True,
-                "isolation.level": "read_committed",
-            }
-        )
-    )
+    chosen: dict[int, tuple[int, int]] = {}
+    for p, (log_start, end) in ranges.items():
+        if "partition" in deep_range and int(deep_range["partition"]) != p:
+            continue
+        start = max(int(deep_range.get("from", end - int(deep_range.get("last", 10000)))), log_start)
+        stop = min(int(deep_range.get("to", end)), end)
+        if start < stop:
+            chosen[p] = (start, stop)
+    spans = [f"{TOPIC}[{p}]@{start}..{stop - 1}" for p, (start, stop) in chosen.items()]
     ids: Counter[str] = Counter()
-    spans = []
+    consumer = consumer_of(stores, "deep")
     try:
-        for p, (log_start, end) in ranges.items():
-            if "partition" in deep_range and int(deep_range["partition"]) != p:
-                continue
-            start = max(int(deep_range.get("from", end - int(deep_range.get("last", 10000)))), log_start)
-            stop = min(int(deep_range.get("to", end)), end)
-            if start >= stop:
-                continue
-            spans.append(f"{TOPIC}[{p}]@{start}..{stop - 1}")
-            consumer.assign([TopicPartition(TOPIC, p, start)])
-            while True:
-                msg = consumer.poll(10)
-                if msg is None:
-                    raise StoreUnavailable(f"reading {TOPIC}[{p}] from {start} stalled for 10 s (deep audit)")
-                if msg.error():
-                    if msg.error().code() == KafkaError._PARTITION_EOF:
-                        break
-                    raise StoreUnavailable(f"reading {TOPIC}[{p}] failed: {msg.error()}")
-                if msg.offset() >= stop:
-                    break
-                if classify(msg.headers()).debezium and msg.key():
-                    ids[msg.key().decode("utf-8", "replace")] += 1
-                if msg.offset() + 1 >= stop:
-                    break
-    except KafkaException as exc:
-        raise StoreUnavailable(f"Kafka did not answer during the deep audit ({exc})") from exc
+        for msg in read_ranges(stores, consumer, TOPIC, chosen):
+            if classify(msg.headers()).debezium and msg.key():
+                ids[msg.key().decode("utf-8", "replace")] += 1
     finally:
         consumer.close()
     try:
