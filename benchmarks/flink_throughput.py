@@ -60,7 +60,8 @@ from lineage_assets.lineage.identity import Pipeline
 from lineage_assets.lineage.resource import LineageResource
 from lineage_assets.resources import build_resources, opened_resources
 from lineage_assets.tunables import PipelineTunables
-from tests.support.new_orders_pause import new_orders_sensor_paused, stack_sensor
+from tests.support.new_orders_pause import new_orders_sensor_paused
+from tests.support.stack_dagster import start_sensor, stop_sensor
 
 SUPPLIERS = ["Alice", "Bob", "Carol", "Alex", "Joe", "James", "Jane", "Jack"]
 WINDOW_MS = 5_000  # flink_jobs/supplier_stats_job.py
@@ -417,13 +418,13 @@ def monitoring_stopped(settings: StackSettings) -> Iterator[None]:
     """The monitoring sensors off inside the block (no tick, so no check run either), on again after it: the
     new-orders sensor's pause needs the Flink job sensor to report the last snapshot."""
     for name in MONITORING_SENSORS:
-        stack_sensor(settings, "stop", name)
+        stop_sensor(settings, name)
     print(f"  sensors stopped: {', '.join(MONITORING_SENSORS)}", flush=True)
     try:
         yield
     finally:
         for name in MONITORING_SENSORS:
-            stack_sensor(settings, "start", name)
+            start_sensor(settings, name)
 
 
 def measure(settings: StackSettings, args: argparse.Namespace) -> None:

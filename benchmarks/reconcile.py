@@ -126,7 +126,8 @@ def main() -> None:
                     cold_env = {**env, "LINEAGE_LAB_CONSERVATION_STORE": str(Path(cold_dir) / "counts.sqlite")}
                     took, hops = cli_run(cold_env)
                     print(f"{size:,}: cold (empty count store) {took:.2f} s  {describe(hops)}")
-            cli_run(env)  # the stack's store brought up to date before the warm runs
+            took, hops = cli_run(env)  # the stack's store brought up to date before the warm runs
+            print(f"{size:,}: catch-up run (the stack's count store) {took:.2f} s  {describe(hops)}")
             warm, inproc = [], []
             for i in range(a.runs):
                 took, hops = cli_run(env)
