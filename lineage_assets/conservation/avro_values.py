@@ -3,12 +3,14 @@ how the conservation readers see orders and windows the way the jobs wrote them.
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import fastavro
+from confluent_kafka import Message
 
 from lineage_assets.conservation.balance import StoreUnavailable
 
@@ -57,3 +59,12 @@ def millis(value: Any) -> int | None:
     if isinstance(value, int):
         return value
     return None
+
+
+def dead_raw_value(msg: Message) -> bytes | None:
+    """The raw order a Flink job's dead letter carries (JSON, the bytes as base64): both Flink jobs write them so."""
+    try:
+        raw = json.loads(msg.value() or b"null").get("raw_value")
+        return base64.b64decode(raw) if isinstance(raw, str) else None
+    except (ValueError, AttributeError):
+        return None

@@ -19,13 +19,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from lineage_assets.conservation import acceptances
-from lineage_assets.conservation.avro_values import AvroValues
+from lineage_assets.conservation.avro_values import AvroValues, dead_raw_value
 from lineage_assets.conservation.checksums import Field, copied_fields, measure_of, source_text, weigh
 from lineage_assets.conservation.hops import Hop
 from lineage_assets.conservation.iceberg_snapshots import SnapshotFact
 from lineage_assets.conservation.stores import Stores
 from lineage_assets.conservation.values import CHECKSUM, ValueBalance
-from lineage_assets.conservation.window_tail import dead_raw_value
 
 #: the snapshots a difference names at most
 NAMED = 10

@@ -45,7 +45,7 @@ from typing import Any
 from confluent_kafka import Message
 
 from lineage_assets.conservation import acceptances
-from lineage_assets.conservation.avro_values import AvroValues
+from lineage_assets.conservation.avro_values import AvroValues, dead_raw_value
 from lineage_assets.conservation.balance import HopBalance, OtherWriter, StoreUnavailable
 from lineage_assets.conservation.foreign_records import Run
 from lineage_assets.conservation.hops import Hop
@@ -61,7 +61,7 @@ from lineage_assets.conservation.window_book import (
     utc_text,
 )
 from lineage_assets.conservation.window_cut import Cut, FlinkView, cut_key, now_ms, take_cut, wait_for_checkpoint_after
-from lineage_assets.conservation.window_tail import TailBook, dead_raw_value, digest, tail_order, tail_start_ms
+from lineage_assets.conservation.window_tail import TailBook, digest, tail_order, tail_start_ms
 from lineage_assets.conservation.window_values import value_balances
 
 #: the facts kind (``CountStore``) of the window book, and the scan name

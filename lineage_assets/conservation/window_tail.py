@@ -4,7 +4,6 @@ letters matched by raw value."""
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 from collections import Counter
@@ -276,12 +275,3 @@ def tail_order(msg: Message, avro: AvroValues, summed: str | None = None) -> Tai
     return TailOrder(
         msg.partition(), msg.offset(), msg.timestamp()[1], value, supplier if ok else None, bid if ok else None, units
     )
-
-
-def dead_raw_value(msg: Message) -> bytes | None:
-    """The raw order a dead letter carries (JSON, bytes as base64)."""
-    try:
-        raw = json.loads(msg.value() or b"null").get("raw_value")
-        return base64.b64decode(raw) if isinstance(raw, str) else None
-    except (ValueError, AttributeError):
-        return None

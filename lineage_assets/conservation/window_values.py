@@ -18,7 +18,7 @@ from collections import Counter
 
 from confluent_kafka import Message
 
-from lineage_assets.conservation.avro_values import AvroValues
+from lineage_assets.conservation.avro_values import AvroValues, dead_raw_value
 from lineage_assets.conservation.hops import Hop
 from lineage_assets.conservation.kafka_counts import PartitionCount
 from lineage_assets.conservation.kafka_reads import consumer_of, read_ranges, tail_starts
@@ -26,7 +26,7 @@ from lineage_assets.conservation.stores import Stores
 from lineage_assets.conservation.values import ValueBalance, text_of, units_of
 from lineage_assets.conservation.window_book import WindowBook, utc_text, window_key, window_start
 from lineage_assets.conservation.window_cut import Cut
-from lineage_assets.conservation.window_tail import TailBook, dead_raw_value, digest, tail_order, tail_start_ms
+from lineage_assets.conservation.window_tail import TailBook, digest, tail_order, tail_start_ms
 
 #: the windows a difference names at most (the rest are counted)
 NAMED = 10

@@ -426,8 +426,8 @@ def test_tail_orders_and_dead_letters_decode() -> None:
     )
     assert window_tail.tail_order(FakeMessage(b"nope", None), avro).supplier is None
     letter = json.dumps({"src_topic": "orders", "raw_value": base64.b64encode(b"\x00abc").decode(), "reason": "x"})
-    assert window_tail.dead_raw_value(FakeMessage(letter.encode())) == b"\x00abc"
-    assert window_tail.dead_raw_value(FakeMessage(b"not json")) is None
+    assert avro_values.dead_raw_value(FakeMessage(letter.encode())) == b"\x00abc"
+    assert avro_values.dead_raw_value(FakeMessage(b"not json")) is None
 
 
 class FakeKafka:
