@@ -30,7 +30,6 @@ from typing import Any
 
 from confluent_kafka import Message
 
-from flink_jobs import deployment
 from lineage_assets.conservation import acceptances
 from lineage_assets.conservation.balance import HopBalance, StoreUnavailable
 from lineage_assets.conservation.foreign_records import ForeignRecords
@@ -48,35 +47,16 @@ from lineage_assets.conservation.iceberg_snapshots import (
 from lineage_assets.conservation.iceberg_values import iceberg_values
 from lineage_assets.conservation.kafka_reads import oldest_stamp
 from lineage_assets.conservation.stores import Stores
-from lineage_assets.flink.iceberg_ingestion_asset import CONSUMER_GROUP
 
-JOB = "iceberg-ingestion"
-#: facts (CountStore) this reader keeps: one per snapshot classified, the last head seen and the history resets
-#: found (both per table UUID: a table dropped and created again starts a history of its own), and the dead-letter
-#: tally
-SNAPSHOT_FACTS = f"{JOB}/snapshots"
-HISTORY_FACTS = f"{JOB}/history"
-DLQ_FACTS = f"{JOB}/dead-letters"
-#: the name of the incremental DLQ scan (``KafkaCounter.scan``)
-DLQ_SCAN = f"{JOB}/dead-letters"
+#: facts (CountStore) this reader keeps under the job's name: one per snapshot classified, the last head seen and
+#: the history resets found (both per table UUID: a table dropped and created again starts a history of its own),
+#: and the dead-letter tally; the incremental DLQ scan (``KafkaCounter.scan``) is named like the tally
+SNAPSHOT_FACTS = "{job}/snapshots"
+HISTORY_FACTS = "{job}/history"
+DLQ_FACTS = "{job}/dead-letters"
 #: looks at the three commit points before the last one is used even though something moved
 CUT_ATTEMPTS = 6
 CUT_PAUSE_S = 1.5
-
-
-def group_id(stores: Stores) -> tuple[str, str]:
-    """(the job's consumer group, where it was read): the running deployment's ``--group-id`` when Flink answers,
-    else the one the asset deploys with (its config cannot change it)."""
-    try:
-        job = stores.flink.current(JOB)
-        if job is not None:
-            args = deployment.decode_args(stores.flink.user_config(job.jid).get(deployment.ARGS, "")) or []
-            for i, arg in enumerate(args[:-1]):
-                if arg == "--group-id":
-                    return args[i + 1], f"--group-id of Flink job {job.jid}"
-    except Exception as exc:  # Flink is not needed for the figures: the deployed group is the asset's constant
-        return CONSUMER_GROUP, f"the asset's group (Flink REST did not answer: {exc.__class__.__name__})"
-    return CONSUMER_GROUP, "the asset's group"
 
 
 def _catalog_unavailable(stores: Stores, what: str, exc: Exception) -> StoreUnavailable:
@@ -182,7 +162,8 @@ def _tally_dead_letters(stores: Stores, hop: Hop, committed: dict[int, int]) -> 
     if hop.dead_letters is None:
         return DeadLetterTally(), notes
     dlq, topic = hop.dead_letters.name, hop.input.name
-    stored = stores.counts.facts(DLQ_FACTS).get(dlq)
+    kind = DLQ_FACTS.format(job=hop.job.name)
+    stored = stores.counts.facts(kind).get(dlq)
     tally = DeadLetterTally.from_json(stored, dlq) if stored else DeadLetterTally(foreign=ForeignRecords(dlq))
     accepted = frozenset(acceptances.covered(stores.counts, hop.job.name))
     back = tally.moved_back(committed)
@@ -193,7 +174,7 @@ def _tally_dead_letters(stores: Stores, hop: Hop, committed: dict[int, int]) -> 
         )
         tally = DeadLetterTally(foreign=ForeignRecords(dlq))
     for partition in stores.kafka.offsets(dlq):
-        stores.counts.set_scan_position(DLQ_SCAN, dlq, partition, tally.tallied.get(partition, 0))
+        stores.counts.set_scan_position(kind, dlq, partition, tally.tallied.get(partition, 0))
 
     def handle(msg: Message) -> None:
         source = dead_letter_source(msg.value(), topic)
@@ -202,9 +183,9 @@ def _tally_dead_letters(stores: Stores, hop: Hop, committed: dict[int, int]) -> 
         else:
             tally.add(*source)
 
-    tally.tallied = dict(stores.kafka.scan(DLQ_SCAN, dlq, handle))
+    tally.tallied = dict(stores.kafka.scan(kind, dlq, handle))
     tally.settle(committed)
-    stores.counts.put_facts(DLQ_FACTS, {dlq: tally.to_json()})
+    stores.counts.put_facts(kind, {dlq: tally.to_json()})
     return tally, notes
 
 
@@ -229,7 +210,7 @@ def balance(hop: Hop, stores: Stores) -> HopBalance:
     """The hop's balance at a stable cut of its three commit points (see the module doc): one look when it shows
     nothing in flight and balances, else looks until two agree."""
     table_name = hop.output.symlinks[0].name if hop.output.symlinks else "default.orders"
-    group, group_from = group_id(stores)
+    group, group_from = stores.consumer_group(hop.job.name)
     partitions = sorted(stores.kafka.offsets(hop.input.name))
     first, still = _look(stores, hop, group, table_name, partitions)
     if still:
@@ -242,13 +223,14 @@ def balance(hop: Hop, stores: Stores) -> HopBalance:
 
 
 def table_rows(
-    stores: Stores, look: Look
+    stores: Stores, job_name: str, look: Look
 ) -> tuple[SnapshotFact | None, int | None, str, list[SnapshotFact], int | None, list[HistoryReset]]:
     """out: the snapshots not seen before classified, the remembered ancestry walked, history resets found; (the
     head's fact, the rows it holds or None with why not, the chain, where it breaks, the resets)."""
     # out: classify the snapshots not seen before, then walk the remembered ancestry
     table_uuid = str(look.table.metadata.table_uuid)
-    snapshot_kind, history_kind = f"{SNAPSHOT_FACTS}/{table_uuid}", f"{HISTORY_FACTS}/{table_uuid}"
+    snapshot_kind = f"{SNAPSHOT_FACTS.format(job=job_name)}/{table_uuid}"
+    history_kind = f"{HISTORY_FACTS.format(job=job_name)}/{table_uuid}"
     facts = _snapshot_facts(stores, snapshot_kind)
     new = _classify_new(look.table, look.head, facts)
     if new:
@@ -289,7 +271,7 @@ def _balance_at(
     topic = hop.input.name
     committed = {p: max(c, 0) for p, c in look.committed.items()}  # no commit yet (-1001): nothing below C
 
-    head_fact, held, held_unknown, chain, chain_break, resets = table_rows(stores, look)
+    head_fact, held, held_unknown, chain, chain_break, resets = table_rows(stores, hop.job.name, look)
 
     # in and pending: one incremental read per partition up to both targets
     targets = {p: [committed[p], look.end[p]] for p in partitions}

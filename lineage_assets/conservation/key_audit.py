@@ -73,7 +73,7 @@ def audit_iceberg(hop: Hop, stores: Stores) -> KeyAudit:
     began = time.monotonic()
     topic = hop.input.name
     table_name = hop.output.symlinks[0].name if hop.output.symlinks else "default.orders"
-    group, _ = iceberg_hop.group_id(stores)
+    group, _ = stores.consumer_group(ICEBERG_JOB)
     ranges = stores.kafka.offsets(topic)
     committed = stores.kafka.committed(topic, group, sorted(ranges))
     spans = spans_of(stores.deep_range, committed, {p: lo for p, (lo, _) in ranges.items()})

@@ -8,10 +8,12 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from flink_jobs import deployment
 from infra.settings import StackSettings
+from lineage_assets.conservation.balance import StoreUnavailable
 from lineage_assets.conservation.count_store import CountStore
 from lineage_assets.conservation.kafka_counts import KafkaCounter
-from lineage_assets.lineage.identity import Pipeline
+from lineage_assets.lineage.identity import CONSUMER_GROUPS, Pipeline
 
 #: the resources a reconciliation reads (never Spark: building it starts a Spark session)
 RESOURCE_KEYS = ("kafka", "iceberg", "object_store", "flink", "connect", "source_db")
@@ -64,3 +66,25 @@ class Stores:
 
     def source_db(self):
         return self.resources.source_db.connect()
+
+    def consumer_group(self, job_name: str) -> tuple[str, str]:
+        """(a Flink job's source consumer group, where it was read): the running deployment's ``--group-id`` when
+        Flink answers, else the one the identity module declares (``CONSUMER_GROUPS``, what its asset deploys with).
+        """
+        try:
+            job = self.flink.current(job_name)
+            if job is not None:
+                args = deployment.decode_args(self.flink.user_config(job.jid).get(deployment.ARGS, "")) or []
+                for i, arg in enumerate(args[:-1]):
+                    if arg == "--group-id":
+                        return args[i + 1], f"--group-id of Flink job {job.jid}"
+        except Exception as exc:  # Flink is not needed for the figures: the deployed group is the declared one
+            why = f"Flink REST did not answer: {exc.__class__.__name__}"
+        else:
+            why = "no running deployment gives --group-id"
+        if job_name not in CONSUMER_GROUPS:
+            raise StoreUnavailable(
+                f"no consumer group for Flink job {job_name!r} ({why}): declare it in CONSUMER_GROUPS "
+                "(lineage_assets/lineage/identity.py), then reconcile again"
+            )
+        return CONSUMER_GROUPS[job_name], f"the declared group ({why})"

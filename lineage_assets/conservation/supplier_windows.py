@@ -215,11 +215,12 @@ def read_at_cut(hop: Hop, stores: Stores, avro: AvroValues, summed: str | None, 
     # what earlier runs decoded of the tail; brought up to each attempt's cut in turn (every decision it keeps is
     # final, so a second attempt goes on from the first one's state and adds nothing twice), saved once at the end
     tail = TailBook.from_json(remembered.get("tail"))
+    group, group_from = stores.consumer_group(hop.job.name)
     steps.lap("flink, remembered facts")
-    notes: list[str] = []
+    notes: list[str] = [f"group {group} ({group_from})"]
     decoded = dead_read = 0
     for attempt in range(2):
-        cut = take_cut(hop, stores, flink, jid, sleep, remembered.get("quiet_cut") or None)
+        cut = take_cut(hop, stores, flink, jid, group, sleep, remembered.get("quiet_cut") or None)
         steps.lap("cut")
         book = read_book(hop, stores, cut, avro)
         steps.lap("window book")

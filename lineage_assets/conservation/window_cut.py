@@ -17,8 +17,6 @@ from lineage_assets.conservation.hops import Hop
 from lineage_assets.conservation.stores import Stores
 from lineage_assets.conservation.window_book import WRITER
 
-#: the job's source consumer group (commits its offsets on each checkpoint)
-GROUP = "supplier-stats"
 #: the window operator, as Flink's REST API names its vertex
 WINDOW_VERTEX = "per-supplier windows"
 #: a checkpoint completed this recently may not have committed its offsets and transactions yet: wait
@@ -108,10 +106,11 @@ def cut_key(cut: Cut) -> str:
 
 
 def take_cut(
-    hop: Hop, stores: Stores, flink: FlinkView, jid: str | None, sleep=time.sleep, quiet: str | None = None
+    hop: Hop, stores: Stores, flink: FlinkView, jid: str | None, group: str, sleep=time.sleep, quiet: str | None = None
 ) -> Cut:
     """C, the output's end, the DLQ's end, C again (and the newest checkpoint around them); taken again while
-    anything moved or a checkpoint has just completed (its commits may still be on their way). ``quiet``: the
+    anything moved or a checkpoint has just completed (its commits may still be on their way). ``group``: the job's
+    source consumer group (``Stores.consumer_group``), which commits its offsets on each checkpoint. ``quiet``: the
     ``cut_key`` of an earlier settled cut that left nothing pending; a cut that sees exactly it again needs no
     settling (no commit of the new checkpoint is visible: it sees the same records as that cut, which balanced)."""
     topic = hop.input.name
@@ -123,10 +122,10 @@ def take_cut(
         if settling and quiet is None:
             sleep((SETTLE_MS - (now_ms() - before.ack_ms)) / 1000)
             continue
-        c1 = stores.kafka.committed(topic, GROUP, partitions)
+        c1 = stores.kafka.committed(topic, group, partitions)
         out = stores.kafka.offsets(hop.output.name)
         dlq = stores.kafka.offsets(hop.dead_letters.name) if hop.dead_letters else {}
-        c2 = stores.kafka.committed(topic, GROUP, partitions)
+        c2 = stores.kafka.committed(topic, group, partitions)
         after = flink.checkpoint(jid) if jid else None
         steady = c1 == c2 and before == after
         found = Cut({p: max(o, 0) for p, o in c2.items()}, out, dlq, after, steady)
@@ -138,7 +137,7 @@ def take_cut(
             return cut
         sleep(0.5)
     if cut is None:  # every attempt waited for a checkpoint to settle: take one anyway
-        c = stores.kafka.committed(topic, GROUP, partitions)
+        c = stores.kafka.committed(topic, group, partitions)
         cut = Cut(
             {p: max(o, 0) for p, o in c.items()},
             stores.kafka.offsets(hop.output.name),

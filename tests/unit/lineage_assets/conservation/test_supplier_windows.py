@@ -457,16 +457,16 @@ def fake_hop():
 def test_a_cut_right_after_a_checkpoint_waits_unless_nothing_moved_since_a_quiet_cut() -> None:
     stores = type("S", (), {"kafka": FakeKafka()})()
     slept: list[float] = []
-    cut = window_cut.take_cut(fake_hop(), stores, FakeFlink(), "job", slept.append)
+    cut = window_cut.take_cut(fake_hop(), stores, FakeFlink(), "job", "supplier-stats", slept.append)
     assert slept and all(0 < s <= 2.0 for s in slept)  # the checkpoint stays 500 ms old in the fake: it waits
     assert cut.committed == {0: 50} and cut.steady is False
     seen = '{"dead_letters": {"0": 2}, "orders": {"0": 50}, "output": {"0": 7}}'
     assert window_cut.cut_key(cut) == seen
     slept.clear()
-    cut = window_cut.take_cut(fake_hop(), stores, FakeFlink(), "job", slept.append, quiet=seen)
+    cut = window_cut.take_cut(fake_hop(), stores, FakeFlink(), "job", "supplier-stats", slept.append, quiet=seen)
     assert slept == [] and cut.steady and cut.checkpoint.id == 7
     moved = '{"dead_letters": {"0": 2}, "orders": {"0": 49}, "output": {"0": 7}}'
-    window_cut.take_cut(fake_hop(), stores, FakeFlink(), "job", slept.append, quiet=moved)
+    window_cut.take_cut(fake_hop(), stores, FakeFlink(), "job", "supplier-stats", slept.append, quiet=moved)
     assert len(slept) == 6  # C moved since the quiet cut: every attempt waits for the checkpoint to settle
 
 
