@@ -11,8 +11,10 @@ is kept the same way, as marks of (records, total units) per measure, each value
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -55,6 +57,22 @@ class KafkaCounter:
         self.connection = connection
         self.store = store
         self.timeout = timeout
+        #: consumers kept for the counter's life: one for metadata and watermarks (key None), one per group whose
+        #: offsets are read. A new consumer per query cost a connection and a metadata round trip, about 45 ms, some
+        #: 30 times a reconciliation. Closed when the counter is collected or the interpreter exits.
+        self._kept: dict[str | None, Consumer] = {}
+        self._kept_lock = threading.Lock()
+        weakref.finalize(self, _close_all, self._kept)
+
+    def _kept_consumer(self, group: str | None = None) -> Consumer:
+        with self._kept_lock:
+            if group not in self._kept:
+                self._kept[group] = (
+                    self._consumer()
+                    if group is None
+                    else Consumer(self.connection.client_config(**{"group.id": group, "enable.auto.commit": False}))
+                )
+            return self._kept[group]
 
     def _consumer(self) -> Consumer:
         return Consumer(
@@ -80,7 +98,7 @@ class KafkaCounter:
 
     def offsets(self, topic: str) -> dict[int, tuple[int, int]]:
         """partition -> (log start, last stable offset): the committed range a read-committed reader sees now."""
-        consumer = self._consumer()
+        consumer = self._kept_consumer()
         try:
             meta = consumer.list_topics(topic, timeout=self.timeout).topics.get(topic)
             if meta is None or meta.error is not None:
@@ -95,18 +113,15 @@ class KafkaCounter:
             }
         except KafkaException as exc:
             raise self._unavailable(f"reading the offsets of {topic}", exc) from exc
-        finally:
-            consumer.close()
 
     def committed(self, topic: str, group: str, partitions: list[int]) -> dict[int, int]:
         """partition -> the consumer group's committed offset (-1: none)."""
-        consumer = Consumer(self.connection.client_config(**{"group.id": group, "enable.auto.commit": False}))
         try:
-            found = consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=self.timeout)
+            found = self._kept_consumer(group).committed(
+                [TopicPartition(topic, p) for p in partitions], timeout=self.timeout
+            )
         except KafkaException as exc:
             raise self._unavailable(f"reading group {group}'s offsets on {topic}", exc) from exc
-        finally:
-            consumer.close()
         return {tp.partition: tp.offset for tp in found}
 
     def count(self, topic: str, targets: dict[int, list[int]]) -> dict[tuple[int, int], PartitionCount]:
@@ -284,3 +299,9 @@ class KafkaCounter:
             self.store.set_scan_position(name, topic, partition, position)
             reached[partition] = position
         return reached
+
+
+def _close_all(consumers: dict[str | None, Consumer]) -> None:
+    for consumer in consumers.values():
+        consumer.close()
+    consumers.clear()
