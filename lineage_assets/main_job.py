@@ -80,7 +80,7 @@ def _steps(settings: StackSettings, orders: int, pipeline, defs, runs: _InProces
 
     with steps.step("orders into Iceberg (Flink)") as step:
         opened = opened_resources(settings, ("iceberg", "connect"))
-        table = opened.iceberg.catalog().load_table(pipeline.dataset("iceberg_orders").symlinks[0].name)
+        table = opened.iceberg.catalog().load_table(pipeline.dataset("iceberg_orders").table_name)
         connect = opened.connect.client()
         # in the pipeline's order, the CDC source first: the diagnosis names the first failed connector
         connectors = [j.name for j in pipeline.jobs.values() if j.integration == "KAFKA_CONNECT"]

@@ -209,7 +209,7 @@ def settled(found: HopBalance, output: str) -> bool:
 def balance(hop: Hop, stores: Stores) -> HopBalance:
     """The hop's balance at a stable cut of its three commit points (see the module doc): one look when it shows
     nothing in flight and balances, else looks until two agree."""
-    table_name = hop.output.symlinks[0].name if hop.output.symlinks else "default.orders"
+    table_name = hop.output.table_name
     group, group_from = stores.consumer_group(hop.job.name)
     partitions = sorted(stores.kafka.offsets(hop.input.name))
     first, still = _look(stores, hop, group, table_name, partitions)

@@ -87,9 +87,11 @@ def snapshot_weight(table: Any, snapshot_id: int, fields: tuple[Field, ...], fil
     return SnapshotWeight(added, removed)
 
 
-def table_weights(stores: Stores, table: Any, chain: list[SnapshotFact], fields) -> dict[int, SnapshotWeight]:
+def table_weights(
+    stores: Stores, job_name: str, table: Any, chain: list[SnapshotFact], fields
+) -> dict[int, SnapshotWeight]:
     """snapshot id -> its weights, for the chain: remembered, or read now for the snapshots new since."""
-    kind = f"iceberg-ingestion/weights/{table.metadata.table_uuid}"
+    kind = f"{job_name}/weights/{table.metadata.table_uuid}"
     remembered = stores.counts.facts(kind)
     found = {int(k): SnapshotWeight(**json.loads(v)) for k, v in remembered.items() if not k.startswith("file:")}
     files = {k.removeprefix("file:"): int(v) for k, v in remembered.items() if k.startswith("file:")}
@@ -179,7 +181,7 @@ def iceberg_values(
         )
         dead = sum(s.total for s in letters.values())
     try:
-        weights = table_weights(stores, look.table, chain, fields)
+        weights = table_weights(stores, hop.job.name, look.table, chain, fields)
     except Unweighable as exc:
         return unknown(str(exc))
     except Exception as exc:  # the files' store failing leaves the values unknown, never the counts read before
@@ -188,7 +190,7 @@ def iceberg_values(
     in_ = sum(ins[(p, e)].total for p, e in look.end.items())
     pending = in_ - sum(ins[(p, c)].total for p, c in committed.items())
     out = sum(weights[f.snapshot_id].net for f in chain)
-    kind = f"iceberg-ingestion/balanced-at/{look.table.metadata.table_uuid}"
+    kind = f"{hop.job.name}/balanced-at/{look.table.metadata.table_uuid}"
     since = stores.counts.facts(kind).get("head")
     found = ValueBalance(CHECKSUM, source_text(fields), in_, out, dead, pending, places=0)
     if found.differs:

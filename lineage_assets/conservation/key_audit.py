@@ -1,4 +1,4 @@
-"""The per-key audit (``lineage-lab reconcile --deep``) of the iceberg-ingestion and orders-s3-sink hops.
+"""The per-key audit (``lineage-lab reconcile --deep``) of the copies (iceberg-ingestion and orders-s3-sink).
 
 Counts at one cut can hide a loss behind a duplicate of the same size. This audit compares record by record over a
 chosen range of ``orders`` (``Stores.deep_range``: ``{"last": N}``, the last N offsets of each partition below the
@@ -61,8 +61,6 @@ from lineage_assets.conservation.key_audit_reads import (
 )
 from lineage_assets.conservation.stores import Stores
 
-ICEBERG_JOB = "iceberg-ingestion"
-ARCHIVE_JOB = "orders-s3-sink"
 #: how far before the range the archive is first searched for the object holding its first records (offsets)
 _LOOKBACK = 1_000
 #: doubled ids whose copies are searched for in the records after the range, at most this many offsets per partition
@@ -72,8 +70,8 @@ _AFTER_LIMIT = 200_000
 def audit_iceberg(hop: Hop, stores: Stores) -> KeyAudit:
     began = time.monotonic()
     topic = hop.input.name
-    table_name = hop.output.symlinks[0].name if hop.output.symlinks else "default.orders"
-    group, _ = stores.consumer_group(ICEBERG_JOB)
+    table_name = hop.output.table_name
+    group, _ = stores.consumer_group(hop.job.name)
     ranges = stores.kafka.offsets(topic)
     committed = stores.kafka.committed(topic, group, sorted(ranges))
     spans = spans_of(stores.deep_range, committed, {p: lo for p, (lo, _) in ranges.items()})
@@ -288,17 +286,18 @@ def audit_archive(hop: Hop, stores: Stores) -> KeyAudit:
     return result
 
 
-AUDITS = {ICEBERG_JOB: audit_iceberg, ARCHIVE_JOB: audit_archive}
+#: (job kind, store kind of the output) -> the audit of such a hop: the copies, whose outputs keep each record's key
+AUDITS = {("copy", "iceberg_table"): audit_iceberg, ("copy", "object_prefix"): audit_archive}
 
 
-def run(job: str, hop: Hop, stores: Stores) -> KeyAudit | None:
-    """The structured audit of ``job``'s hop over ``stores.deep_range``, or None for a hop this module does not
+def run(hop: Hop, stores: Stores) -> KeyAudit | None:
+    """The structured audit of the hop over ``stores.deep_range``, or None for a kind of hop this module does not
     audit."""
-    found = AUDITS.get(job)
+    found = AUDITS.get((hop.job.kind, hop.output.store_kind))  # type: ignore[arg-type]
     return found(hop, stores) if found else None
 
 
-def audit(job: str, hop: Hop, stores: Stores) -> list[str]:
-    """Notes for the hop's balance (``reconcile --deep``); [] for jobs this module does not audit."""
-    found = run(job, hop, stores)
+def audit(hop: Hop, stores: Stores) -> list[str]:
+    """Notes for the hop's balance (``reconcile --deep``); [] for kinds of hop this module does not audit."""
+    found = run(hop, stores)
     return list(found.notes) if found else []

@@ -77,7 +77,7 @@ def deep_notes(hop: Hop, stores: Stores) -> list[str]:
     """The per-key audit of a hop whose outputs keep keys (``--deep``). An audit that cannot read a store adds a
     note and keeps the counts: the balance above it stands on its own reads."""
     try:
-        return key_audit.audit(hop.job.name, hop, stores)
+        return key_audit.audit(hop, stores)
     except StoreUnavailable as exc:
         return [f"per-key audit not done: {exc}"]
 

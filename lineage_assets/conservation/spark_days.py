@@ -221,7 +221,7 @@ def summed_of(hop: Hop) -> Summed | None:
 
 def balance(hop: Hop, stores: Stores) -> HopBalance:
     """The hop's balance over every day supplier_stats holds (see the module's docstring)."""
-    orders_name, stats_name = hop.input.symlinks[0].name, hop.output.symlinks[0].name
+    orders_name, stats_name = hop.input.table_name, hop.output.table_name
     empty = HopBalance(hop.job.name, hop.input.qualified_name, hop.output_names)
     stats = load_table(stores, stats_name)  # first: its writes name the orders snapshots they read
     orders = load_table(stores, orders_name)

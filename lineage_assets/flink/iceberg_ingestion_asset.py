@@ -35,7 +35,7 @@ class IcebergIngestionConfig(dg.Config):
 def prepare(run: Deploying) -> Prepared:
     """Create the table (or add the declared columns it lacks), then the dead-letter topic."""
     config, kafka, iceberg = run.config, run.resources.kafka, run.resources.iceberg
-    table_name = run.target.symlinks[0].name
+    table_name = run.target.table_name
     table, added = ensure_orders_table(iceberg.catalog(), table_name, run.target)
     if added:
         run.context.log.info(f"Iceberg table {table_name}: added declared columns {list(added)} (metadata only)")

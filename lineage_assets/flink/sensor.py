@@ -55,7 +55,7 @@ class TrackedJob:
 
 
 def iceberg_facts(pipeline: Pipeline, target: Dataset, iceberg: IcebergResource, kafka: KafkaResource) -> OutputFacts:
-    snapshot = iceberg.catalog(TICK_READ_TIMEOUT_S).load_table(target.symlinks[0].name).current_snapshot()
+    snapshot = iceberg.catalog(TICK_READ_TIMEOUT_S).load_table(target.table_name).current_snapshot()
     rows = int(snapshot.summary.get("total-records", 0)) if snapshot and snapshot.summary else 0
     snapshot_id = str(snapshot.snapshot_id) if snapshot else None
     return {"iceberg/snapshot_id": snapshot_id or "none", "dagster/row_count": rows}, snapshot_id

@@ -77,6 +77,13 @@ class Dataset:
         return "iceberg_table" if self.symlinks else "object_prefix"
 
     @property
+    def table_name(self) -> str:
+        """An Iceberg table's name in its catalog (its first symlink), what pyiceberg and Spark load it by."""
+        if self.store_kind != "iceberg_table":
+            raise ValueError(f"dataset {self.key!r} is a {self.store_kind}, not an Iceberg table (no catalog name)")
+        return self.symlinks[0].name
+
+    @property
     def qualified_name(self) -> str:
         """``namespace/name``: how reports (e.g. ``lineage-lab reconcile --json``) name the dataset in one string."""
         return f"{self.namespace}/{self.name}"

@@ -261,10 +261,10 @@ def build_supplier_stats_partition_sensor(
         if until is None:
             return dg.SkipReason(f"the new materialization of {source_key.to_user_string()} reports no snapshot")
         try:
-            table = iceberg.catalog(TICK_READ_TIMEOUT_S).load_table(source.symlinks[0].name)
+            table = iceberg.catalog(TICK_READ_TIMEOUT_S).load_table(source.table_name)
         except NoSuchTableError:
             return dg.SkipReason(
-                f"Iceberg table {source.symlinks[0].name} does not exist: materialize {source_key.to_user_string()}"
+                f"Iceberg table {source.table_name} does not exist: materialize {source_key.to_user_string()}"
             )
         except requests.RequestException as exc:
             raise CatalogUnavailable(
@@ -280,7 +280,7 @@ def build_supplier_stats_partition_sensor(
             deployed = last_deployment_ms(context.instance, source_key)
             if deployed is None:  # nothing deployed from here: the days already in the table are a backfill's job
                 return dg.SkipReason(
-                    f"watching {source.symlinks[0].name} from snapshot {until} on; backfill earlier days from the "
+                    f"watching {source.table_name} from snapshot {until} on; backfill earlier days from the "
                     "asset's page"
                 )
             since = last_handled_before(infos, until, deployed)

@@ -65,8 +65,8 @@ def build_supplier_stats_asset(pipeline: Pipeline) -> dg.AssetsDefinition:
             )
         day = context.partition_key
         # the catalog names of the two tables: their identity's catalog symlink
-        source_table = f"{CATALOG_NAME}.{config.source_table or source.symlinks[0].name}"
-        target_table = f"{CATALOG_NAME}.{config.target_table or target.symlinks[0].name}"
+        source_table = f"{CATALOG_NAME}.{config.source_table or source.table_name}"
+        target_table = f"{CATALOG_NAME}.{config.target_table or target.table_name}"
         session = spark.spark_session
         app_id = session.sparkContext.applicationId
         emitter = lineage.emitter()

@@ -45,7 +45,7 @@ def deep(stores, settings):
 
 
 def run(stores, job: str) -> key_audit_compare.KeyAudit:
-    found = key_audit.run(job, hops(stores.pipeline)[job], stores)
+    found = key_audit.run(hops(stores.pipeline)[job], stores)
     assert found is not None
     return found
 
@@ -171,7 +171,7 @@ def test_iceberg_range_is_whole(deep, settings):
     assert sum(held.values()) == sum(ids.values()) == records - dead
     assert (found.records, found.dead_lettered, found.undecoded) == (records, dead, 0)
     assert found.missing == [] and found.doubled == [], found.notes
-    (note,) = key_audit.audit(ICEBERG, hops(deep.pipeline)[ICEBERG], deep)
+    (note,) = key_audit.audit(hops(deep.pipeline)[ICEBERG], deep)
     assert "0 missing, 0 doubled" in note and f"{records} records" in note
 
 
@@ -230,7 +230,7 @@ def test_rows_deleted_from_iceberg_are_named_missing_then_clear(deep, settings):
         found = run(deep, ICEBERG)
         assert set(ids) <= set(found.missing), found.notes
         assert found.doubled == [], found.notes
-        (note,) = key_audit.audit(ICEBERG, hops(deep.pipeline)[ICEBERG], deep)
+        (note,) = key_audit.audit(hops(deep.pipeline)[ICEBERG], deep)
         assert all(i in note for i in ids), note
     finally:
         if deleted:  # the repair: the same 3 rows, as the scan returned them
@@ -278,7 +278,7 @@ def test_an_archive_object_copied_one_offset_later_is_named_then_clears(deep, se
         mismatched = {m.split(" in ")[0] for m in found.mismatched if f" in {copy} " in m}
         assert mismatched == {f"{TOPIC}[{partition}]@{o}" for o in differ}, found.notes
         assert copy in found.objects_named and found.missing == [], found.notes
-        (note,) = key_audit.audit(ARCHIVE, hops(deep.pipeline)[ARCHIVE], deep)
+        (note,) = key_audit.audit(hops(deep.pipeline)[ARCHIVE], deep)
         assert copy in note, note
     finally:
         s3.delete_object(Bucket=bucket, Key=copy)

@@ -91,7 +91,8 @@ def test_an_accepted_change_of_another_writer_no_longer_counts_and_is_listed_apa
 
 
 def test_deep_adds_the_key_audit_notes_and_an_unreadable_audit_keeps_the_counts(tmp_path, monkeypatch):
-    def audit(job, hop, stores):
+    def audit(hop, stores):
+        job = hop.job.name
         if job == "orders-s3-sink":
             raise StoreUnavailable("object store at http://127.0.0.1:9000 did not answer")
         return [f"audited {job}"] if job == "iceberg-ingestion" else []
@@ -128,11 +129,11 @@ def test_the_lock_timeout_reaches_every_look_and_a_short_confirmation_pause_stil
 def test_the_key_audit_is_given_the_hop_and_the_stores(monkeypatch, stores):
     seen = []
 
-    def audit(job, hop, stores_):
-        seen.append((job, hop.job.name, stores_ is stores))
+    def audit(hop, stores_):
+        seen.append((hop.job.name, stores_ is stores))
         return ["audited"]
 
     monkeypatch.setattr(rec.key_audit, "audit", audit)
     hop = rec.reconciled_hops(stores.pipeline)["iceberg-ingestion"]
     assert rec.deep_notes(hop, stores) == ["audited"]
-    assert seen == [("iceberg-ingestion", "iceberg-ingestion", True)]
+    assert seen == [("iceberg-ingestion", True)]

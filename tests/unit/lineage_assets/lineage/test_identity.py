@@ -173,3 +173,10 @@ def test_the_streaming_deployment_is_every_streaming_output_and_the_source_table
         "kafka_supplier_stats",
         "iceberg_orders",
     )
+
+
+def test_an_iceberg_table_is_loaded_by_its_catalog_name_and_only_a_table_has_one(pipeline):
+    assert pipeline.dataset("iceberg_orders").table_name == "default.orders"
+    assert pipeline.dataset("iceberg_supplier_stats").table_name == "default.supplier_stats"
+    with pytest.raises(ValueError, match="'kafka_orders' is a kafka_topic, not an Iceberg table"):
+        pipeline.dataset("kafka_orders").table_name
