@@ -204,7 +204,7 @@ class Reading:
 def read_at_cut(hop: Hop, stores: Stores, avro: AvroValues, summed: str | None, sleep, steps: _Steps) -> Reading:
     """The books brought up to a cut, taken a second time after a checkpoint when pending windows are behind the
     job's clock; what it learned saved once at the end."""
-    flink = FlinkView(stores)
+    flink = FlinkView(stores, hop.job.name)
     jid = flink.running_job()
     t0 = now_ms()
     w0 = flink.watermark(jid) if jid else None

@@ -15,7 +15,6 @@ import requests
 from lineage_assets.conservation.balance import StoreUnavailable
 from lineage_assets.conservation.hops import Hop
 from lineage_assets.conservation.stores import Stores
-from lineage_assets.conservation.window_book import WRITER
 
 #: the window operator, as Flink's REST API names its vertex
 WINDOW_VERTEX = "per-supplier windows"
@@ -36,9 +35,10 @@ class FlinkView:
     """What the reader needs of the running job over REST: its newest completed checkpoint and the window
     operator's input watermark."""
 
-    def __init__(self, stores: Stores) -> None:
+    def __init__(self, stores: Stores, job_name: str) -> None:
         self.client = stores.flink
         self.url = self.client.url
+        self.job_name = job_name
 
     def _get(self, path: str) -> Any:
         try:
@@ -57,7 +57,7 @@ class FlinkView:
 
     def running_job(self) -> str | None:
         try:
-            job = self.client.active(WRITER)
+            job = self.client.active(self.job_name)
         except Exception as exc:
             raise self._unavailable(exc) from exc
         return job.jid if job is not None and job.state == "RUNNING" else None
