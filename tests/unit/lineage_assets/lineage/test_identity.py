@@ -179,4 +179,4 @@ def test_an_iceberg_table_is_loaded_by_its_catalog_name_and_only_a_table_has_one
     assert pipeline.dataset("iceberg_orders").table_name == "default.orders"
     assert pipeline.dataset("iceberg_supplier_stats").table_name == "default.supplier_stats"
     with pytest.raises(ValueError, match="'kafka_orders' is a kafka_topic, not an Iceberg table"):
-        pipeline.dataset("kafka_orders").table_name
+        _ = pipeline.dataset("kafka_orders").table_name
