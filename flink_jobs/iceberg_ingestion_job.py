@@ -9,7 +9,8 @@ partition and offset, to the DLQ topic (Kafka transactions, exactly-once). decod
 
 Configuration (job arguments, all optional): --bootstrap, --registry (ccompat base URL), --catalog-uri,
 --s3-endpoint, --region, --catalog-connect-timeout-ms, --catalog-read-timeout-ms, --checkpoint-interval,
---source-topic, --dlq-topic, --group-id, --table. Credentials of secured clusters come from the environment
+--source-topic, --dlq-topic, --group-id, --table, --job-name (a second deployment beside the first needs its own
+name, group, table and dead-letter topic). Credentials of secured clusters come from the environment
 (flink_jobs/connections.py).
 """
 
@@ -52,6 +53,7 @@ def main() -> None:
     p.add_argument("--dlq-topic", default="orders-dlq-flink")
     p.add_argument("--group-id", default="iceberg-ingestion")
     p.add_argument("--table", default="default.orders")
+    p.add_argument("--job-name", default="iceberg-ingestion", help="Flink's name of the job (its lineage job name)")
     p.add_argument("--dlq-max-bytes", type=int, default=4 * 1024 * 1024, help="largest dead letter the job sends")
     p.add_argument("--max-future-s", type=int, required=True, help="plausibility window ahead of processing time")
     p.add_argument("--max-past-s", type=int, required=True, help="plausibility window behind processing time")
@@ -61,7 +63,7 @@ def main() -> None:
 
     t_env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
     conf = t_env.get_config()
-    conf.set("pipeline.name", "iceberg-ingestion")
+    conf.set("pipeline.name", a.job_name)
     conf.set("execution.checkpointing.interval", a.checkpoint_interval)
     conf.set("execution.checkpointing.mode", "EXACTLY_ONCE")
     conf.set("execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION")
@@ -105,7 +107,7 @@ def main() -> None:
             a.dlq_topic,
             a.bootstrap,
             a.dlq_max_bytes,
-            "iceberg-ingestion-dlq",
+            f"{a.job_name}-dlq",  # transactional ids: two jobs sharing a prefix would fence each other
         )
     )
 

@@ -279,6 +279,7 @@ second_sequence=(
   tests/service/lineage_assets/conservation/test_statistics_in_marquez.py
   tests/service/lineage_assets/conservation/test_supplier_windows_service.py
   tests/service/lineage_assets/conservation/test_throwaway_hop_service.py
+  tests/service/lineage_assets/conservation/test_throwaway_flink_copy_service.py
   tests/service/lineage_assets/test_dagster_native.py
   tests/service/lineage_assets/test_dead_letter_monitor.py
   tests/service/lineage_assets/test_hung_store.py

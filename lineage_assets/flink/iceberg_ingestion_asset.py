@@ -8,8 +8,10 @@ import dagster as dg
 
 from lineage_assets.flink.deploy import JOBS_DIR, Deploying, FlinkDeployment, FlinkJobSpec, Prepared, deploy_asset
 from lineage_assets.flink.tables import ensure_orders_table
+from lineage_assets.kafka.resource import KafkaResource
 from lineage_assets.kafka.topics import TopicSpec
 from lineage_assets.lineage.identity import CONSUMER_GROUPS, DEAD_LETTER_RETENTION_MS, DEAD_LETTER_TOPICS, Pipeline
+from lineage_assets.storage import IcebergResource
 from lineage_assets.tunables import PipelineTunables
 
 JOB = "iceberg-ingestion"
@@ -32,6 +34,27 @@ class IcebergIngestionConfig(dg.Config):
     start_from_offsets: bool = False
 
 
+def job_args(
+    kafka: KafkaResource,
+    iceberg: IcebergResource,
+    table_name: str,
+    checkpoint_interval: str,
+    job_name: str = JOB,
+    group: str = CONSUMER_GROUP,
+    dlq_topic: str = DLQ_TOPIC.name,
+) -> tuple[str, ...]:
+    """The job's arguments but the order rule's and the dead letters' size: where it reads, writes and commits (a
+    second deployment beside this one gives its own name, group, table and dead-letter topic)."""
+    return (
+        *("--bootstrap", kafka.connection().bootstrap, "--registry", kafka.schema_registry_url),
+        *("--catalog-uri", iceberg.uri, "--s3-endpoint", iceberg.s3_endpoint, "--region", iceberg.region),
+        *("--catalog-connect-timeout-ms", str(int(iceberg.connect_timeout_s * 1000))),
+        *("--catalog-read-timeout-ms", str(int(iceberg.read_timeout_s * 1000))),
+        *("--table", table_name, "--dlq-topic", dlq_topic, "--group-id", group, "--job-name", job_name),
+        *("--checkpoint-interval", checkpoint_interval),
+    )
+
+
 def prepare(run: Deploying) -> Prepared:
     """Create the table (or add the declared columns it lacks), then the dead-letter topic."""
     config, kafka, iceberg = run.config, run.resources.kafka, run.resources.iceberg
@@ -40,14 +63,7 @@ def prepare(run: Deploying) -> Prepared:
     if added:
         run.context.log.info(f"Iceberg table {table_name}: added declared columns {list(added)} (metadata only)")
     dead_letter_args = run.dead_letter_args()
-    args = (
-        *("--bootstrap", kafka.connection().bootstrap, "--registry", kafka.schema_registry_url),
-        *("--catalog-uri", iceberg.uri, "--s3-endpoint", iceberg.s3_endpoint, "--region", iceberg.region),
-        *("--catalog-connect-timeout-ms", str(int(iceberg.connect_timeout_s * 1000))),
-        *("--catalog-read-timeout-ms", str(int(iceberg.read_timeout_s * 1000))),
-        *("--table", table_name, "--dlq-topic", DLQ_TOPIC.name, "--group-id", CONSUMER_GROUP),
-        *("--checkpoint-interval", config.checkpoint_interval),
-    )
+    args = job_args(kafka, iceberg, table_name, config.checkpoint_interval)
 
     def report() -> dict[str, object]:
         snapshot = table.current_snapshot()

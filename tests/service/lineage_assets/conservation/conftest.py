@@ -107,6 +107,29 @@ def order_records(settings, start: dict[int, int]) -> tuple[list[str], dict[int,
     return keys, after_last
 
 
+def orders_below(settings, cut: dict[int, int]) -> int:
+    """Committed records of ``orders`` below ``cut``, counted by a consumer of the test's own."""
+    consumer = judge_consumer(settings)
+    found, open_partitions = 0, {p for p, o in cut.items() if o > 0}
+    try:
+        consumer.assign([TopicPartition("orders", p, 0) for p in open_partitions])
+        while open_partitions:
+            msg = consumer.poll(10)
+            assert msg is not None, "orders did not answer"
+            if msg.error() is not None:
+                assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
+                open_partitions.discard(msg.partition())
+                continue
+            if msg.offset() < cut[msg.partition()]:
+                found += 1
+            if msg.offset() + 1 >= cut[msg.partition()]:
+                open_partitions.discard(msg.partition())
+                consumer.incremental_unassign([TopicPartition("orders", msg.partition())])
+    finally:
+        consumer.close()
+    return found
+
+
 def committed_past(settings, group: str, after_last: dict[int, int]) -> dict[int, tuple[int, int]]:
     """The partitions where ``group`` has not committed past the last record: partition -> (committed, wanted)."""
     committed = group_committed(settings, "orders", group)

@@ -24,7 +24,12 @@ from lineage_assets.conservation.stores import RESOURCE_KEYS, Stores, count_stor
 from lineage_assets.lineage import naming
 from lineage_assets.lineage.identity import Column, Dataset, Job, Pipeline, _identity_map
 from lineage_assets.resources import build_resources
-from tests.service.lineage_assets.conservation.conftest import group_committed, judge_consumer, order_records
+from tests.service.lineage_assets.conservation.conftest import (
+    group_committed,
+    judge_consumer,
+    order_records,
+    orders_below,
+)
 from tests.support.connector_pause import connector_paused, states
 from tests.support.engine_waits import wait_for
 
@@ -158,29 +163,6 @@ def dead_letters_below(settings, cut: dict[int, int]) -> int:
     finally:
         consumer.close()
     return len(sources)
-
-
-def orders_below(settings, cut: dict[int, int]) -> int:
-    """Committed records of ``orders`` below ``cut``, counted by a consumer of the test's own."""
-    consumer = judge_consumer(settings)
-    found, open_partitions = 0, {p for p, o in cut.items() if o > 0}
-    try:
-        consumer.assign([TopicPartition("orders", p, 0) for p in open_partitions])
-        while open_partitions:
-            msg = consumer.poll(10)
-            assert msg is not None, "orders did not answer"
-            if msg.error() is not None:
-                assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
-                open_partitions.discard(msg.partition())
-                continue
-            if msg.offset() < cut[msg.partition()]:
-                found += 1
-            if msg.offset() + 1 >= cut[msg.partition()]:
-                open_partitions.discard(msg.partition())
-                consumer.incremental_unassign([TopicPartition("orders", msg.partition())])
-    finally:
-        consumer.close()
-    return found
 
 
 def test_a_copy_declared_by_the_recipe_alone_is_reconciled(settings, pipeline, throwaway_stores, deployed, s3):

@@ -1,0 +1,173 @@
+"""docs/extending.md recipes 1 and 2 followed on the running stack with a throwaway Flink copy: iceberg-ingestion's
+own script deployed a second time under another name, into a table, consumer group and dead-letter topic of its own.
+Its dataset, dead letters and job are declared in memory as the identity module declares its own (kind ``copy``, its
+dead letters named on the job), and nothing else is written: no reader, no rule, no consumer group entry (the reader
+takes the group from the running deployment). ``reconcile`` must then balance the hop, and its figures must equal
+what the test's own readers find at the hop's cut: the table's rows scanned at the cut's snapshot (data files read,
+not the summary), read-committed consumers of ``orders`` and of the dead letters. Everything the job made is deleted
+at the end."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+from confluent_kafka import KafkaError, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from lineage_assets.checks.conservation import checked_hops
+from lineage_assets.conservation.count_store import CountStore
+from lineage_assets.conservation.reconcile import reconcile
+from lineage_assets.conservation.stores import RESOURCE_KEYS, Stores, count_store_path
+from lineage_assets.flink.deploy import ensure_dead_letter_topic, job_environment, order_rule_args, submit
+from lineage_assets.flink.iceberg_ingestion_asset import SPEC, job_args
+from lineage_assets.flink.tables import ensure_orders_table
+from lineage_assets.kafka.topics import TopicSpec
+from lineage_assets.lineage import naming
+from lineage_assets.lineage.identity import DEAD_LETTER_RETENTION_MS, Pipeline, Symlink
+from lineage_assets.resources import opened_resources
+from lineage_assets.tunables import PipelineTunables
+from tests.service.lineage_assets.conservation.conftest import (
+    committed_past,
+    judge_consumer,
+    order_records,
+    orders_below,
+)
+from tests.support.engine_waits import wait_for
+
+pytestmark = pytest.mark.service
+
+NAME = "iceberg-ingestion-throwaway"
+GROUP = NAME
+DLQ = "orders-dlq-flink-throwaway"
+TABLE = "default.orders_throwaway"
+
+
+def with_throwaway(settings, base: Pipeline) -> Pipeline:
+    """Recipe 1, steps 1-2 (recipe 2, step 1): the copy's table, its dead letters and its job, declared by hand
+    from iceberg-ingestion's own declarations with the names changed."""
+    table, dlq = base.dataset("iceberg_orders"), base.dataset("dlq_iceberg_ingestion")
+    job = base.job("iceberg-ingestion")
+    copy_ns, copy_name = naming.iceberg_table(f"{settings.warehouse_uri}default/orders_throwaway")
+    dead_ns, dead_name = naming.kafka(settings.kafka_bootstrap, DLQ)
+    copy = dataclasses.replace(
+        table,
+        key="iceberg_orders_throwaway",
+        namespace=copy_ns,
+        name=copy_name,
+        asset_key=("iceberg", "default", "orders_throwaway"),
+        producer=NAME,
+        description=f"A throwaway second Iceberg copy of orders, {TABLE}",
+        symlinks=(Symlink(settings.iceberg_catalog_url, TABLE),),
+    )
+    dead = dataclasses.replace(
+        dlq,
+        key="dlq_iceberg_ingestion_throwaway",
+        namespace=dead_ns,
+        name=dead_name,
+        asset_key=("kafka", "dead_letters", "orders_dlq_flink_throwaway"),
+        producer=NAME,
+    )
+    copy_job = dataclasses.replace(
+        job,
+        name=NAME,
+        outputs=(copy.key, dead.key),
+        column_lineage={copy.key: job.column_lineage["iceberg_orders"]},
+        description=f"Flink Table API: a throwaway copy of orders into {TABLE}",
+        dead_letters=dead.key,
+    )
+    return Pipeline({**base.datasets, copy.key: copy, dead.key: dead}, {**base.jobs, NAME: copy_job})
+
+
+@pytest.fixture(scope="module")
+def pipeline(settings) -> Pipeline:
+    return with_throwaway(settings, Pipeline.from_settings(settings))
+
+
+@pytest.fixture(scope="module")
+def throwaway_stores(settings, pipeline, tmp_path_factory):
+    found = Stores(pipeline, opened_resources(settings, RESOURCE_KEYS), count_store_path(settings))
+    found.counts = CountStore(tmp_path_factory.mktemp("counts") / "counts.sqlite")
+    return found
+
+
+@pytest.fixture(scope="module")
+def deployed(settings, pipeline, throwaway_stores):
+    """Recipe 2's deployment, by hand: the table and the dead-letter topic made, the job's script submitted with the
+    copy's names (``job_args``: what the asset passes, the names changed); cancelled with all it made at the end."""
+    resources = throwaway_stores.resources
+    kafka, iceberg, client = resources.kafka, resources.iceberg, throwaway_stores.flink
+    ensure_orders_table(iceberg.catalog(), TABLE, pipeline.dataset("iceberg_orders_throwaway"))
+    spec = TopicSpec(DLQ, partitions=1, retention_ms=DEAD_LETTER_RETENTION_MS)
+    dead_letter_args = ensure_dead_letter_topic(kafka.connection(), "orders", spec)
+    args = [
+        *job_args(kafka, iceberg, TABLE, "2 s", job_name=NAME, group=GROUP, dlq_topic=DLQ),
+        *order_rule_args(PipelineTunables.from_settings(settings)),
+        *dead_letter_args,
+    ]
+    job = submit(client, SPEC, args, SPEC.version("throwaway"), None, job_environment(kafka, iceberg))
+    try:
+        wait_for(f"Flink job {NAME} RUNNING", lambda: (client.current(NAME) or job).state == "RUNNING", deadline=180)
+        yield job
+    finally:
+        client.cancel(job.jid)
+        wait_for(f"Flink job {NAME} cancelled", lambda: (client.job(job.jid) or job).state == "CANCELED")
+        iceberg.catalog().purge_table(TABLE)
+        admin = AdminClient({"bootstrap.servers": settings.kafka_bootstrap})
+        for future in [*admin.delete_topics([DLQ], operation_timeout=15).values()]:
+            future.result(timeout=30)
+        for future in admin.delete_consumer_groups([GROUP], request_timeout=15).values():
+            future.result(timeout=30)
+
+
+def table_rows_at(iceberg, snapshot_id: int) -> int:
+    """Rows of the copy's table at ``snapshot_id``, its data files scanned by pyiceberg (not the snapshot summary
+    the reader takes its count from)."""
+    return iceberg.catalog().load_table(TABLE).scan(snapshot_id=snapshot_id).to_arrow().num_rows
+
+
+def dead_letters_below(settings, cut: dict[int, int]) -> int:
+    """Distinct records of ``orders`` below ``cut`` that the copy's dead-letter topic holds (their JSON names the
+    source partition and offset)."""
+    consumer = judge_consumer(settings)
+    sources: set[tuple[int, int]] = set()
+    try:
+        open_partitions = set(consumer.list_topics(DLQ, timeout=10).topics[DLQ].partitions)
+        consumer.assign([TopicPartition(DLQ, p, 0) for p in open_partitions])
+        while open_partitions:
+            msg = consumer.poll(10)
+            assert msg is not None, f"{DLQ} did not answer"
+            if msg.error() is not None:
+                assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
+                open_partitions.discard(msg.partition())
+                continue
+            body = json.loads(msg.value())
+            p, o = int(body["src_partition"]), int(body["src_offset"])
+            if body["src_topic"] == "orders" and o < cut[p]:
+                sources.add((p, o))
+    finally:
+        consumer.close()
+    return len(sources)
+
+
+def test_a_flink_copy_declared_by_the_recipe_alone_is_reconciled(settings, pipeline, throwaway_stores, deployed):
+    assert NAME in [h.job.name for h in checked_hops(pipeline)], "the declared copy gets no conservation check"
+    _, after_last = order_records(settings, {p: 0 for p in throwaway_stores.kafka.offsets("orders")})
+    wait_for(
+        f"group {GROUP} committed past the last record of orders as of the deploy",
+        lambda: not committed_past(settings, GROUP, after_last),
+        deadline=300,
+    )
+    (found,) = reconcile(throwaway_stores, jobs=[NAME], confirm_after_s=0)
+    assert found.job == NAME and found.status in ("balanced", "pending"), found.summary()
+    assert found.range["group"] == GROUP, found.range
+    cut, snapshot = found.range["committed offsets"], found.range["snapshot"]
+    expected_in, rows = orders_below(settings, cut), table_rows_at(throwaway_stores.resources.iceberg, snapshot)
+    assert found.other_writers == (), found.summary()
+    assert found.out == rows > 0, (found.out, rows)
+    assert found.dead_letters == dead_letters_below(settings, cut), found.summary()
+    # the records below the group's committed offsets are in the table or dead-lettered; the rest is pending
+    assert found.in_ - found.pending == expected_in == found.out + found.dead_letters, found.summary()
+    (checksum,) = found.values
+    assert not checksum.unknown and not checksum.differs, checksum.summary()
