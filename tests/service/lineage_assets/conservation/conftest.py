@@ -4,9 +4,9 @@ test starts from nothing remembered and never moves the stack's), and the judges
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 import boto3
-import dagster as dg
 import pytest
 from botocore.config import Config
 from confluent_kafka import Consumer, KafkaError, TopicPartition
@@ -14,7 +14,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from lineage_assets.conservation.count_store import CountStore
 from lineage_assets.conservation.stores import RESOURCE_KEYS, Stores, count_store_path
 from lineage_assets.lineage.identity import Pipeline
-from lineage_assets.resources import build_resources
+from lineage_assets.resources import opened_resources
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -23,14 +23,18 @@ def pipeline_has_data(flink_jobs_run) -> None:
     fresh stack, these tests are the first to need it), and both Flink jobs run (whatever a module before left)."""
 
 
+def private_stores(settings, pipeline: Pipeline, folder: Path) -> Stores:
+    """The deployment's stores read for ``pipeline`` (opened as the CLI opens them), remembering counts in a private
+    store under ``folder``: a test starts from nothing remembered and never moves the stack's."""
+    found = Stores(pipeline, opened_resources(settings, RESOURCE_KEYS), count_store_path(settings))
+    found.counts = CountStore(folder / "counts.sqlite")
+    return found
+
+
 @pytest.fixture(scope="module")
-def stores(settings, tmp_path_factory):
+def stores(settings, tmp_path_factory) -> Stores:
     """The deployment's stores, remembering counts in a private store of the test module."""
-    wanted = {k: v for k, v in build_resources(settings).items() if k in RESOURCE_KEYS}
-    with dg.build_resources(wanted) as resources:
-        found = Stores(Pipeline.from_settings(settings), resources, count_store_path(settings))
-        found.counts = CountStore(tmp_path_factory.mktemp("counts") / "counts.sqlite")
-        yield found
+    return private_stores(settings, Pipeline.from_settings(settings), tmp_path_factory.mktemp("counts"))
 
 
 @pytest.fixture(scope="module")

@@ -17,22 +17,21 @@ from confluent_kafka import KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from lineage_assets.checks.conservation import checked_hops
-from lineage_assets.conservation.count_store import CountStore
 from lineage_assets.conservation.reconcile import reconcile
-from lineage_assets.conservation.stores import RESOURCE_KEYS, Stores, count_store_path
+from lineage_assets.conservation.stores import Stores
 from lineage_assets.flink.deploy import ensure_dead_letter_topic, job_environment, order_rule_args, submit
 from lineage_assets.flink.iceberg_ingestion_asset import SPEC, job_args
 from lineage_assets.flink.tables import ensure_orders_table
 from lineage_assets.kafka.topics import TopicSpec
 from lineage_assets.lineage import naming
 from lineage_assets.lineage.identity import DEAD_LETTER_RETENTION_MS, Pipeline, Symlink
-from lineage_assets.resources import opened_resources
 from lineage_assets.tunables import PipelineTunables
 from tests.service.lineage_assets.conservation.conftest import (
     committed_past,
     judge_consumer,
     order_records,
     orders_below,
+    private_stores,
 )
 from tests.support.engine_waits import wait_for
 
@@ -86,10 +85,8 @@ def pipeline(settings) -> Pipeline:
 
 
 @pytest.fixture(scope="module")
-def throwaway_stores(settings, pipeline, tmp_path_factory):
-    found = Stores(pipeline, opened_resources(settings, RESOURCE_KEYS), count_store_path(settings))
-    found.counts = CountStore(tmp_path_factory.mktemp("counts") / "counts.sqlite")
-    return found
+def throwaway_stores(settings, pipeline, tmp_path_factory) -> Stores:
+    return private_stores(settings, pipeline, tmp_path_factory.mktemp("counts"))
 
 
 @pytest.fixture(scope="module")

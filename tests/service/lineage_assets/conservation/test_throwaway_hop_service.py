@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 
-import dagster as dg
 import pytest
 from confluent_kafka import KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -18,17 +17,16 @@ from confluent_kafka.admin import AdminClient
 from lineage_assets.checks.conservation import checked_hops
 from lineage_assets.connect.client import ConnectClient
 from lineage_assets.connect.configs import CONNECTORS_DIR, render_connector
-from lineage_assets.conservation.count_store import CountStore
 from lineage_assets.conservation.reconcile import reconcile
-from lineage_assets.conservation.stores import RESOURCE_KEYS, Stores, count_store_path
+from lineage_assets.conservation.stores import Stores
 from lineage_assets.lineage import naming
 from lineage_assets.lineage.identity import Column, Dataset, Job, Pipeline, _identity_map
-from lineage_assets.resources import build_resources
 from tests.service.lineage_assets.conservation.conftest import (
     group_committed,
     judge_consumer,
     order_records,
     orders_below,
+    private_stores,
 )
 from tests.support.connector_pause import connector_paused, states
 from tests.support.engine_waits import wait_for
@@ -82,12 +80,8 @@ def pipeline(settings) -> Pipeline:
 
 
 @pytest.fixture(scope="module")
-def throwaway_stores(settings, pipeline, tmp_path_factory):
-    wanted = {k: v for k, v in build_resources(settings).items() if k in RESOURCE_KEYS}
-    with dg.build_resources(wanted) as resources:
-        found = Stores(pipeline, resources, count_store_path(settings))
-        found.counts = CountStore(tmp_path_factory.mktemp("counts") / "counts.sqlite")
-        yield found
+def throwaway_stores(settings, pipeline, tmp_path_factory) -> Stores:
+    return private_stores(settings, pipeline, tmp_path_factory.mktemp("counts"))
 
 
 @pytest.fixture(scope="module")
