@@ -25,7 +25,7 @@ from lineage_assets.kafka.topics import KafkaUnavailable, consumer_lag, end_offs
 from lineage_assets.latest_checks import LatestChecks
 from lineage_assets.lineage.account import Account, Unknown
 from lineage_assets.lineage.events import RunState, run_id_for
-from lineage_assets.lineage.identity import Pipeline
+from lineage_assets.lineage.identity import Pipeline, sink_group
 from lineage_assets.lineage.marquez_client import MarquezError
 from lineage_assets.lineage.open_runs import open_runs, run_closed
 from lineage_assets.lineage.resource import LineageResource
@@ -205,7 +205,7 @@ def build_connector_sensor(
         try:
             offsets = end_offsets(kafka.connection(), ORDERS_TOPIC.name)
             dlq = sum(end_offsets(kafka.connection(), DLQ_TOPIC.name).values())
-            lag = consumer_lag(kafka.connection(), ORDERS_TOPIC.name, f"connect-{SINK_CONNECTOR}")
+            lag = consumer_lag(kafka.connection(), ORDERS_TOPIC.name, sink_group(SINK_CONNECTOR))
         except KafkaUnavailable as exc:  # connector states (and their runs, already emitted) still count
             context.log.warning(str(exc))
             offsets, dlq, lag = {}, -1, None

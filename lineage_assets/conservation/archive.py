@@ -37,7 +37,6 @@ from lineage_assets.conservation.archive_objects import (
     fact_lines,
     heads,
     object_lines,
-    remembered_counts,
 )
 from lineage_assets.conservation.archive_run import ArchiveRun, Cut, take_cut
 from lineage_assets.conservation.archive_values import archive_values, line_weigher
@@ -146,10 +145,7 @@ def positions_of(run: ArchiveRun, cut: Cut, lines: dict[str, int], dead: DeadLet
             targets[place.partition].add(place.start)  # type: ignore[arg-type]
     for p, offsets in dead.sources.items():
         targets[p] |= {o for o in offsets if f"{p}:{o}" not in below and o < cut.ends[p]}
-    counted = remembered_counts(counts, run.topic, targets, cut.ranges)
-    unknown = {p: sorted(t) for p, t in targets.items() if not any(q == p for q, _ in counted)}
-    if unknown:
-        counted |= run.stores.kafka.count(run.topic, unknown)
+    counted = run.stores.kafka.count(run.topic, {p: sorted(t) for p, t in targets.items()})
     origin = {p: next(c.start for (q, _), c in counted.items() if q == p) for p in partitions}
     dead.sources = {p: {o for o in offsets if origin[p] <= o < cut.ends[p]} for p, offsets in dead.sources.items()}
     lasting = {(place.partition, place.start) for place in placed}
@@ -267,9 +263,9 @@ def notes_of(
     dlq_name = run.hop.dead_letters.name if run.hop.dead_letters else "no dead-letter topic"
     listing, topic = cut.listing, run.topic
     notes = [
-        f"cut: the sink's committed offsets (group {run.group}) read before the listing and again after it "
-        f"({cut.tries} tries: retried while they moved); the ones read before are used: an object holding records "
-        "below them was uploaded before they were committed, so the listing has it. The end offsets are read "
+        f"cut: the sink's committed offsets (group {run.group}: {run.group_from}) read before the listing and again "
+        f"after it ({cut.tries} tries: retried while they moved); the ones read before are used: an object holding "
+        "records below them was uploaded before they were committed, so the listing has it. The end offsets are read "
         "after the listing, so every listed record lies below them.",
         f"in: committed records of {topic} from the first counted offset up to the end at the cut (read_committed, "
         "counted once, remembered as marks); pending: those at or above the committed offsets that no object holds "

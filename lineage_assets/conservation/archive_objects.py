@@ -13,8 +13,6 @@ from botocore.exceptions import BotoCoreError, ClientError
 from confluent_kafka import Message
 
 from lineage_assets.conservation.archive_listing import s3_unavailable
-from lineage_assets.conservation.count_store import CountStore
-from lineage_assets.conservation.kafka_counts import PartitionCount
 from lineage_assets.conservation.stores import Stores
 
 #: Connect's dead-letter context headers (errors.deadletterqueue.context.headers.enable)
@@ -173,27 +171,3 @@ def dead_letter_handler(stores: Stores, kind: str) -> Callable[[Message], None]:
         stores.counts.put_facts(kind, {f"{msg.partition()}:{msg.offset()}": json.dumps(source)})
 
     return handle
-
-
-def remembered_counts(
-    store: CountStore, topic: str, targets: Mapping[int, Iterable[int]], ranges: Mapping[int, tuple[int, int]]
-) -> dict[tuple[int, int], PartitionCount]:
-    """What ``KafkaCounter.count`` would answer for the partitions whose every target already has a mark of its
-    own, read from the marks alone. An idle partition ending in a transaction marker has its committed offset one
-    below its end, so the counter would read from the one mark to the other, and wait out a consume timeout
-    (0.2 s a partition) for nothing. Partitions with a target not marked yet are left out (count those)."""
-    found: dict[tuple[int, int], PartitionCount] = {}
-    for partition, wanted in targets.items():
-        first = store.first_mark(topic, partition)
-        if first is None or partition not in ranges:
-            continue
-        log_start, end = ranges[partition]
-        clipped = {t: min(max(t, first[0]), end) for t in wanted}
-        marks = {c: store.mark_below(topic, partition, c) for c in set(clipped.values())}
-        if not marks or any(m is None or m[0] != c for c, m in marks.items()):
-            continue
-        if marks[min(marks)][0] < log_start:  # retention: the counter says so
-            continue
-        for t, c in clipped.items():
-            found[(partition, t)] = PartitionCount(partition, first[0], c, marks[c][1], uncounted_before=first[0])  # type: ignore[index]
-    return found

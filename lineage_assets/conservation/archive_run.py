@@ -52,7 +52,7 @@ class ArchiveRun:
         job, topic = self.job, self.topic
         self.bucket = self.hop.output.namespace.removeprefix("s3://")
         self.prefix = self.hop.output.name.strip("/") + "/"
-        self.group = f"connect-{job}"
+        self.group, self.group_from = self.stores.consumer_group(job)
         self.endpoint = str(getattr(self.stores.s3.meta, "endpoint_url", "the object store"))
         self.fields = copied_fields(self.hop)
         self.objects_kind, self.dead_kind, self.below_kind = kinds(job)
@@ -99,7 +99,6 @@ class Cut:
     listing: Listing
     tries: int
     ends: dict[int, int]
-    ranges: dict[int, tuple[int, int]]
 
     @property
     def committed(self) -> dict[int, int]:
@@ -134,5 +133,4 @@ def take_cut(run: ArchiveRun) -> Cut:
         if after == before or tries >= CUT_TRIES:
             break
         time.sleep(0.5)
-    ranges = kafka.offsets(run.topic)
-    return Cut(before, listing, tries, {p: end for p, (_, end) in ranges.items()}, ranges)
+    return Cut(before, listing, tries, {p: end for p, (_, end) in kafka.offsets(run.topic).items()})

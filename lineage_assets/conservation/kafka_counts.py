@@ -124,54 +124,6 @@ class KafkaCounter:
             raise self._unavailable(f"reading group {group}'s offsets on {topic}", exc) from exc
         return {tp.partition: tp.offset for tp in found}
 
-    def count(self, topic: str, targets: dict[int, list[int]]) -> dict[tuple[int, int], PartitionCount]:
-        """(partition, target offset) -> the committed records below that offset, every target of a partition in
-        one read from the nearest remembered mark."""
-        ranges = self.offsets(topic)
-        found: dict[tuple[int, int], PartitionCount] = {}
-        for partition, wanted in targets.items():
-            if partition not in ranges:
-                raise StoreUnavailable(f"topic {topic!r} has no partition {partition} on {self.connection.bootstrap}")
-            log_start, end = ranges[partition]
-            for target, counted in self._count_partition(topic, partition, sorted(set(wanted)), log_start, end):
-                found[(partition, target)] = counted
-        return found
-
-    def _count_partition(
-        self, topic: str, partition: int, targets: list[int], log_start: int, end: int
-    ) -> list[tuple[int, PartitionCount]]:
-        first = self.store.first_mark(topic, partition)
-        if first is None:
-            # the first count of this partition begins at its log start; anything below was deleted uncounted
-            first = (log_start, 0)
-            self.store.add_marks(topic, partition, [first])
-        origin = first[0]
-        clipped = {t: min(max(t, origin), end) for t in targets}
-        start, records = self.store.mark_below(topic, partition, min(clipped.values())) or first
-        if start < log_start:
-            raise StoreUnavailable(
-                f"{topic}[{partition}]: retention deleted offsets {start}..{log_start - 1} before they were counted "
-                f"up to {min(clipped.values())}; run reconcile more often than the topic's retention deletes, or "
-                "increase its retention.ms"
-            )
-        wanted = sorted(set(clipped.values()))
-        # a target at the mark read from is that mark, taken now: the marks this read adds can push it out of the
-        # store (it keeps the newest and the first), and a later lookup would answer an older, lower mark
-        reached: dict[int, tuple[int, int]] = {t: (start, records) for t in wanted if t <= start}
-        if wanted[-1] > start:
-            consumer = self._consumer()
-            try:
-                consumer.assign([TopicPartition(topic, partition, start)])
-                for target, at, counted, _ in self._read(consumer, topic, partition, start, records, wanted):
-                    reached[target] = (at, counted)
-            finally:
-                consumer.close()
-            self.store.add_marks(topic, partition, sorted(set(reached.values())))
-        return [
-            (t, PartitionCount(partition, origin, reached[c][0], reached[c][1], uncounted_before=origin))
-            for t, c in clipped.items()
-        ]
-
     def _batches(self, consumer: Consumer, what: str):
         """Batches of records (and the end-of-partition event) until the caller stops; a broker silent for
         ``_STALL_S`` raises. Short polls: ``consume`` waits for a full batch or its whole timeout."""
@@ -184,46 +136,65 @@ class KafkaCounter:
             elif time.monotonic() - quiet_since > _STALL_S:
                 raise self._unavailable(what, f"no record and no end of partition in {_STALL_S:.0f} s")
 
+    def count(self, topic: str, targets: dict[int, list[int]]) -> dict[tuple[int, int], PartitionCount]:
+        """(partition, target offset) -> the committed records below that offset, every target of a partition in
+        one read from the nearest remembered mark."""
+        return {
+            key: PartitionCount(partition, origin, at, records, uncounted_before=origin)
+            for key, (partition, origin, at, records, _) in self._reach(topic, targets).items()
+        }
+
     def sum(
         self, topic: str, measure: str, value_of: ValueOf, targets: dict[int, list[int]]
     ) -> dict[tuple[int, int], PartitionSum]:
         """(partition, target offset) -> the committed records below it and the sum of ``value_of`` over them, from
         the nearest remembered mark of ``measure`` (each value decoded once)."""
+        return {key: PartitionSum(*reached) for key, reached in self._reach(topic, targets, measure, value_of).items()}
+
+    def _reach(
+        self, topic: str, targets: dict[int, list[int]], measure: str | None = None, value_of: ValueOf | None = None
+    ) -> dict[tuple[int, int], tuple[int, int, int, int, int]]:
+        """(partition, target) -> (partition, the first offset counted, offset reached, records below it, their
+        total): each partition read once, from the nearest remembered mark (of the counts, or of ``measure``), up to
+        its highest target (a target past the end stops at the end); the marks reached are remembered."""
         ranges = self.offsets(topic)
-        found: dict[tuple[int, int], PartitionSum] = {}
+        found: dict[tuple[int, int], tuple[int, int, int, int, int]] = {}
         for partition, wanted in targets.items():
             if partition not in ranges:
                 raise StoreUnavailable(f"topic {topic!r} has no partition {partition} on {self.connection.bootstrap}")
             log_start, end = ranges[partition]
-            first = self.store.first_sum_mark(topic, partition, measure)
-            if first is None:
+            marks = Marks(self.store, topic, partition, measure)
+            first = marks.first()
+            if first is None:  # the first count begins at the log start; anything below was deleted uncounted
                 first = (log_start, 0, 0)
-                self.store.add_sum_marks(topic, partition, measure, [first])
+                marks.add([first])
             clipped = {t: min(max(t, first[0]), end) for t in sorted(set(wanted))}
             low = min(clipped.values())
-            start, records, total = self.store.sum_mark_below(topic, partition, measure, low) or first
+            start, records, total = marks.below(low) or first
             if start < log_start:
                 raise StoreUnavailable(
-                    f"{topic}[{partition}]: retention deleted offsets {start}..{log_start - 1} before their {measure} "
-                    f"was summed up to {low}; run reconcile more often than the topic's retention deletes, or "
-                    "increase its retention.ms"
+                    f"{topic}[{partition}]: retention deleted offsets {start}..{log_start - 1} before they were "
+                    f"{'counted' if measure is None else f'summed ({measure})'} up to {low}; run reconcile more "
+                    "often than the topic's retention deletes, or increase its retention.ms"
                 )
-            reached = {t: (start, records, total) for t in clipped.values() if t <= start}
-            if max(clipped.values()) > start:
+            wanted_marks = sorted(set(clipped.values()))
+            # a target at the mark read from is that mark, taken now: the marks this read adds can push it out of
+            # the store (it keeps the newest and the first), and a later lookup would answer an older, lower mark
+            reached = known_marks(marks, wanted_marks) or {
+                t: (start, records, total) for t in wanted_marks if t <= start
+            }
+            if max(wanted_marks) > start and len(reached) < len(wanted_marks):
                 consumer = self._consumer()
                 try:
                     consumer.assign([TopicPartition(topic, partition, start)])
-                    read = self._read(
-                        consumer, topic, partition, start, records, sorted(set(clipped.values())), value_of, total
-                    )
+                    read = self._read(consumer, topic, partition, start, records, wanted_marks, value_of, total)
                     for target, at, counted, summed in read:
                         reached[target] = (at, counted, summed)
                 finally:
                     consumer.close()
-                self.store.add_sum_marks(topic, partition, measure, sorted(set(reached.values())))
+                marks.add(sorted(set(reached.values())))
             for t, c in clipped.items():
-                at, counted, summed = reached[c]
-                found[(partition, t)] = PartitionSum(partition, first[0], at, counted, summed)
+                found[(partition, t)] = (partition, first[0], *reached[c])
         return found
 
     def _read(
@@ -299,6 +270,48 @@ class KafkaCounter:
             self.store.set_scan_position(name, topic, partition, position)
             reached[partition] = position
         return reached
+
+
+@dataclass(frozen=True)
+class Marks:
+    """The remembered marks of one partition: of its counts (``measure`` None) or of a measure's sums, each as
+    (offset, records below it, their total; 0 for counts)."""
+
+    store: CountStore
+    topic: str
+    partition: int
+    measure: str | None
+
+    def first(self) -> tuple[int, int, int] | None:
+        if self.measure is not None:
+            return self.store.first_sum_mark(self.topic, self.partition, self.measure)
+        mark = self.store.first_mark(self.topic, self.partition)
+        return None if mark is None else (*mark, 0)
+
+    def below(self, offset: int) -> tuple[int, int, int] | None:
+        if self.measure is not None:
+            return self.store.sum_mark_below(self.topic, self.partition, self.measure, offset)
+        mark = self.store.mark_below(self.topic, self.partition, offset)
+        return None if mark is None else (*mark, 0)
+
+    def add(self, marks: list[tuple[int, int, int]]) -> None:
+        if self.measure is not None:
+            self.store.add_sum_marks(self.topic, self.partition, self.measure, marks)
+        else:
+            self.store.add_marks(self.topic, self.partition, sorted({(o, r) for o, r, _ in marks}))
+
+
+def known_marks(marks: Marks, targets: list[int]) -> dict[int, tuple[int, int, int]] | None:
+    """target -> its own mark, when every target has one (None: some target must be read). An idle partition ending
+    in a transaction marker has its committed offset one below its end: reading from the one mark to the other would
+    wait out a consume timeout (0.2 s) for nothing."""
+    found = {}
+    for target in targets:
+        mark = marks.below(target)
+        if mark is None or mark[0] != target:
+            return None
+        found[target] = mark
+    return found
 
 
 def _close_all(consumers: dict[str | None, Consumer]) -> None:

@@ -15,16 +15,17 @@ from lineage_assets.conservation.stores import Stores
 from lineage_assets.conservation.window_book import utc_text
 
 
-def consumer_of(stores: Stores, name: str) -> Consumer:
-    """Reads up to known end offsets: a partition ending in a transaction marker is only done at its end-of-
-    partition event, which a fetch waiting for more data (500 ms by default) would hold back."""
+def consumer_of(stores: Stores, name: str, committed_only: bool = True) -> Consumer:
+    """Reads up to known end offsets (committed records only, unless not ``committed_only``: as Connect's sink
+    consumer reads): a partition ending in a transaction marker is only done at its end-of-partition event, which a
+    fetch waiting for more data (500 ms by default) would hold back. The group is never joined nor committed to."""
     return Consumer(
         stores.kafka.connection.client_config(
             **{
                 "group.id": f"lineage-lab-reconcile-{name}",
                 "enable.auto.commit": False,
                 "enable.partition.eof": True,
-                "isolation.level": "read_committed",
+                "isolation.level": "read_committed" if committed_only else "read_uncommitted",
                 "auto.offset.reset": "earliest",
                 "fetch.wait.max.ms": 20,
             }

@@ -238,7 +238,7 @@ def audit_archive(hop: Hop, stores: Stores) -> KeyAudit:
     job, topic = hop.job.name, hop.input.name
     bucket = hop.output.namespace.removeprefix("s3://")
     prefix = hop.output.name.strip("/") + "/"
-    group = f"connect-{job}"
+    group, _ = stores.consumer_group(job)
     endpoint = str(getattr(stores.s3.meta, "endpoint_url", "the object store"))
     ranges = stores.kafka.offsets(topic)
     committed = stores.kafka.committed(topic, group, sorted(ranges))

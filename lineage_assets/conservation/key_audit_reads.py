@@ -13,7 +13,6 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 from botocore.exceptions import BotoCoreError, ClientError
-from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from lineage_assets.conservation import iceberg_dead_letters
 from lineage_assets.conservation import iceberg_ingestion_hop as iceberg_hop
@@ -21,7 +20,7 @@ from lineage_assets.conservation.archive_listing import s3_unavailable
 from lineage_assets.conservation.archive_objects import ERROR_OFFSET, ERROR_PARTITION, ERROR_TOPIC
 from lineage_assets.conservation.avro_values import AvroValues
 from lineage_assets.conservation.balance import StoreUnavailable
-from lineage_assets.conservation.kafka_reads import read_ranges
+from lineage_assets.conservation.kafka_reads import consumer_of, read_ranges, tail_starts
 from lineage_assets.conservation.key_audit_compare import decimal_prefixes
 from lineage_assets.conservation.stores import Stores
 
@@ -36,40 +35,24 @@ class RangeRecord:
     timestamp_ms: int
 
 
-def range_consumer(stores: Stores, name: str, committed_only: bool = True) -> Consumer:
-    return Consumer(
-        stores.kafka.connection.client_config(
-            **{
-                "group.id": f"lineage-lab-reconcile-deep-{name}",
-                "enable.auto.commit": False,
-                "enable.partition.eof": True,
-                "isolation.level": "read_committed" if committed_only else "read_uncommitted",
-                "auto.offset.reset": "earliest",
-            }
-        )
-    )
-
-
 def read_range(
     stores: Stores, topic: str, spans: Mapping[int, tuple[int, int]], committed_only: bool = True
 ) -> dict[int, list[RangeRecord]]:
     """partition -> the committed records of the span (all records, aborted ones too, when not ``committed_only``),
     their order_id decoded (None: not Confluent Avro)."""
     avro = AvroValues(stores.resources.kafka.registry())
-    consumer = range_consumer(stores, "range", committed_only)
-    found: dict[int, list[RangeRecord]] = {}
+    consumer = consumer_of(stores, "deep-range", committed_only)
+    found: dict[int, list[RangeRecord]] = {p: [] for p in sorted(spans)}
     try:
-        for p, (a, b) in sorted(spans.items()):
-            rows = found.setdefault(p, [])
-            for msg in read_ranges(stores, consumer, topic, {p: (a, b)}):
-                value = msg.value()
-                record = avro.decode(value) if value is not None else None
-                order_id = record.get("order_id") if record else None
-                rows.append(
-                    RangeRecord(
-                        msg.offset(), str(order_id) if order_id is not None else None, value is None, msg.timestamp()[1]
-                    )
+        for msg in read_ranges(stores, consumer, topic, dict(spans)):
+            value = msg.value()
+            record = avro.decode(value) if value is not None else None
+            order_id = record.get("order_id") if record else None
+            found[msg.partition()].append(
+                RangeRecord(
+                    msg.offset(), str(order_id) if order_id is not None else None, value is None, msg.timestamp()[1]
                 )
+            )
     finally:
         consumer.close()
     return found
@@ -80,22 +63,14 @@ def read_dead_letters(stores: Stores, dlq: str, source_of, since_ms: int) -> dic
     the first whose timestamp is ``since_ms`` or later (a dead letter is written after its record: Connect keeps the
     record's timestamp, Flink stamps the time it writes). ``source_of(msg)`` -> (partition, offset) or None."""
     ranges = stores.kafka.offsets(dlq)
-    consumer = range_consumer(stores, "dlq")
+    consumer = consumer_of(stores, "deep-dlq")
     found: dict[tuple[int, int], str] = {}
     try:
-        try:
-            starts = consumer.offsets_for_times(
-                [TopicPartition(dlq, p, max(since_ms, 0)) for p in ranges], timeout=stores.kafka.timeout
-            )
-        except KafkaException as exc:
-            raise StoreUnavailable(f"Kafka did not answer for the offsets of {dlq} by time ({exc})") from exc
-        for tp in starts:
-            low, end = ranges[tp.partition]
-            start = end if tp.offset < 0 else max(tp.offset, low)
-            for msg in read_ranges(stores, consumer, dlq, {tp.partition: (start, end)}):
-                source = source_of(msg)
-                if source is not None:
-                    found.setdefault(source, f"{dlq}[{msg.partition()}]@{msg.offset()}")
+        starts = tail_starts(stores, consumer, dlq, ranges, max(since_ms, 0))
+        for msg in read_ranges(stores, consumer, dlq, {p: (starts[p], end) for p, (_, end) in ranges.items()}):
+            source = source_of(msg)
+            if source is not None:
+                found.setdefault(source, f"{dlq}[{msg.partition()}]@{msg.offset()}")
     finally:
         consumer.close()
     return found

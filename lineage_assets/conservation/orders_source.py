@@ -42,6 +42,7 @@ from lineage_assets.conservation import acceptances
 from lineage_assets.conservation.balance import HopBalance, StoreUnavailable
 from lineage_assets.conservation.hops import Hop
 from lineage_assets.conservation.kafka_reads import consumer_of, read_ranges
+from lineage_assets.conservation.key_audit_compare import describe_spans, examples, spans_of
 from lineage_assets.conservation.source_tally import (
     _XID_SPAN,
     MAX_IDS_AT_KEY,
@@ -163,15 +164,7 @@ def deep_audit(stores: Stores, deep_range: dict[str, Any]) -> list[str]:
     each partition, ``{"last": N}``, default 10000): order_ids Debezium sent more than once, and order_ids the
     table does not hold."""
     ranges = stores.kafka.offsets(TOPIC)
-    chosen: dict[int, tuple[int, int]] = {}
-    for p, (log_start, end) in ranges.items():
-        if "partition" in deep_range and int(deep_range["partition"]) != p:
-            continue
-        start = max(int(deep_range.get("from", end - int(deep_range.get("last", 10000)))), log_start)
-        stop = min(int(deep_range.get("to", end)), end)
-        if start < stop:
-            chosen[p] = (start, stop)
-    spans = [f"{TOPIC}[{p}]@{start}..{stop - 1}" for p, (start, stop) in chosen.items()]
+    chosen = spans_of(deep_range, {p: end for p, (_, end) in ranges.items()}, {p: lo for p, (lo, _) in ranges.items()})
     ids: Counter[str] = Counter()
     consumer = consumer_of(stores, "deep")
     try:
@@ -188,10 +181,10 @@ def deep_audit(stores: Stores, deep_range: dict[str, Any]) -> list[str]:
     twice = sorted(k for k, n in ids.items() if n > 1)
     absent = sorted(set(ids) - held)
     return [
-        f"deep audit of {' '.join(spans) or 'no records'}: {len(ids)} order_ids, {len(twice)} sent more than once"
-        + (f" ({', '.join(twice[:5])}{' ...' if len(twice) > 5 else ''})" if twice else "")
+        f"deep audit of {describe_spans(TOPIC, chosen)}: {len(ids)} order_ids, {len(twice)} sent more than once"
+        + examples(twice, len(twice))
         + f", {len(absent)} not in {TABLE}"
-        + (f" ({', '.join(absent[:5])}{' ...' if len(absent) > 5 else ''})" if absent else "")
+        + examples(absent, len(absent))
     ]
 
 

@@ -13,10 +13,12 @@ from infra.settings import StackSettings
 from lineage_assets.conservation.balance import StoreUnavailable
 from lineage_assets.conservation.count_store import CountStore
 from lineage_assets.conservation.kafka_counts import KafkaCounter
-from lineage_assets.lineage.identity import CONSUMER_GROUPS, Pipeline
+from lineage_assets.lineage.identity import CONSUMER_GROUPS, Pipeline, sink_group
 
 #: the resources a reconciliation reads (never Spark: building it starts a Spark session)
 RESOURCE_KEYS = ("kafka", "iceberg", "object_store", "flink", "connect", "source_db")
+#: a sink connector's config key that names its consumer group instead of Connect's default
+GROUP_OVERRIDE = "consumer.override.group.id"
 
 
 def count_store_path(settings: StackSettings) -> Path:
@@ -68,16 +70,20 @@ class Stores:
         return self.resources.source_db.connect()
 
     def consumer_group(self, job_name: str) -> tuple[str, str]:
-        """(a Flink job's source consumer group, where it was read): the running deployment's ``--group-id`` when
-        Flink answers, else the one the identity module declares (``CONSUMER_GROUPS``, what its asset deploys with).
-        """
+        """(the consumer group a job reads its input under, where it was read), from the engine running it: a
+        Connect sink's ``consumer.override.group.id`` (else Connect's own ``connect-<name>``); a Flink job's
+        ``--group-id`` while it runs, else the one the identity module declares (``CONSUMER_GROUPS``, what its
+        asset deploys with)."""
+        job = self.pipeline.jobs.get(job_name)
+        if job is not None and job.integration == "KAFKA_CONNECT":
+            return self._connect_group(job_name)
         try:
-            job = self.flink.current(job_name)
-            if job is not None:
-                args = deployment.decode_args(self.flink.user_config(job.jid).get(deployment.ARGS, "")) or []
+            running = self.flink.current(job_name)
+            if running is not None:
+                args = deployment.decode_args(self.flink.user_config(running.jid).get(deployment.ARGS, "")) or []
                 for i, arg in enumerate(args[:-1]):
                     if arg == "--group-id":
-                        return args[i + 1], f"--group-id of Flink job {job.jid}"
+                        return args[i + 1], f"--group-id of Flink job {running.jid}"
         except Exception as exc:  # Flink is not needed for the figures: the deployed group is the declared one
             why = f"Flink REST did not answer: {exc.__class__.__name__}"
         else:
@@ -88,3 +94,12 @@ class Stores:
                 "(lineage_assets/lineage/identity.py), then reconcile again"
             )
         return CONSUMER_GROUPS[job_name], f"the declared group ({why})"
+
+    def _connect_group(self, connector: str) -> tuple[str, str]:
+        try:
+            config = self.connect.config(connector) or {}
+        except Exception as exc:  # the group is Connect's default unless the config overrode it
+            return sink_group(connector), f"Connect's default (Connect REST did not answer: {exc.__class__.__name__})"
+        if config.get(GROUP_OVERRIDE):
+            return config[GROUP_OVERRIDE], f"{GROUP_OVERRIDE} of connector {connector}"
+        return sink_group(connector), "Connect's default"

@@ -188,6 +188,14 @@ DEAD_LETTER_TOPICS = {
 }
 #: the Kafka consumer group each Flink job commits its offsets under (on each checkpoint)
 CONSUMER_GROUPS = {"iceberg-ingestion": "iceberg-ingestion", "supplier-stats": "supplier-stats"}
+
+
+def sink_group(connector: str) -> str:
+    """The consumer group Kafka Connect gives a sink connector's tasks unless its config sets
+    ``consumer.override.group.id``."""
+    return f"connect-{connector}"
+
+
 #: the retention of the pipeline's topics (orders, supplier-stats), in milliseconds as Kafka's retention.ms
 WEEK_MS = 7 * 24 * 3600 * 1000
 #: how long a dead-letter topic keeps a record: four weeks, time for someone to look at it before it goes

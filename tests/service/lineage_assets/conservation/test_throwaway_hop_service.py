@@ -2,7 +2,8 @@
 ``orders`` into the archive bucket under ``throwaway/``, with a dead-letter topic of its own. The connector's file is
 written where ``render_connector`` reads it (a scratch folder), its dataset and job are declared in memory as the
 identity module declares its own (kind ``copy``, its dead letters named on the job), and nothing else is written:
-no reader, no rule. ``reconcile`` must then balance the hop, and its figures must equal what the test's own readers
+no reader, no rule, not even its consumer group (the connector names its own with ``consumer.override.group.id``).
+``reconcile`` must then balance the hop, and its figures must equal what the test's own readers
 find (a boto3 listing with a GET of every object, read-committed consumers of ``orders`` and of the dead letters).
 Everything the connector made is deleted at the end."""
 
@@ -34,7 +35,9 @@ from tests.support.engine_waits import wait_for
 pytestmark = pytest.mark.service
 
 NAME = "orders-s3-sink-throwaway"
-GROUP = f"connect-{NAME}"
+#: the copy reads under a group of its own choosing (``consumer.override.group.id``), not Connect's connect-<name>:
+#: reconcile must take it from the running connector
+GROUP = f"{NAME}-readers"
 DLQ = "orders-dlq-throwaway"
 PREFIX = "throwaway/topics/orders/"
 
@@ -90,7 +93,12 @@ def deployed(settings, throwaway_stores, s3, tmp_path_factory):
     changed), rendered by ``render_connector`` and deployed; removed with all it made at the end."""
     folder = tmp_path_factory.mktemp("connectors")
     config = json.loads((CONNECTORS_DIR / "orders-s3-sink.json").read_text())
-    config |= {"s3.prefix": "throwaway/", "errors.deadletterqueue.topic.name": DLQ, "rotate.interval.ms": "3000"}
+    config |= {
+        "s3.prefix": "throwaway/",
+        "errors.deadletterqueue.topic.name": DLQ,
+        "rotate.interval.ms": "3000",
+        "consumer.override.group.id": GROUP,
+    }
     (folder / f"{NAME}.json").write_text(json.dumps(config))
     client = ConnectClient(settings.connect_url)
     client.deploy(NAME, render_connector(NAME, throwaway_stores.resources.connect, folder))
@@ -101,8 +109,11 @@ def deployed(settings, throwaway_stores, s3, tmp_path_factory):
         client.delete(NAME)
         wait_for(f"connector {NAME} gone", lambda: not states(client, NAME))
         for page in s3.get_paginator("list_objects_v2").paginate(Bucket=settings.archive_bucket, Prefix="throwaway/"):
-            for obj in page.get("Contents", []):
-                s3.delete_object(Bucket=settings.archive_bucket, Key=obj["Key"])
+            keys = [{"Key": obj["Key"]} for obj in page.get("Contents", [])]
+            if keys:  # a page is at most 1,000 keys, what one DeleteObjects takes (a stack with millions of orders
+                # archives tens of thousands of objects under the copy's prefix)
+                answer = s3.delete_objects(Bucket=settings.archive_bucket, Delete={"Objects": keys, "Quiet": True})
+                assert not answer.get("Errors"), answer["Errors"][:3]
         admin = AdminClient({"bootstrap.servers": settings.kafka_bootstrap})
         wait_for(f"group {GROUP} deleted once its members left", lambda: group_deleted(admin))
         for future in admin.delete_topics([DLQ], operation_timeout=15).values():

@@ -19,10 +19,8 @@ from lineage_assets.conservation.archive_listing import (
     shard_range,
     verified_at,
 )
-from lineage_assets.conservation.archive_objects import count_lines, fact_lines, remembered_counts
+from lineage_assets.conservation.archive_objects import count_lines, fact_lines
 from lineage_assets.conservation.archive_walk import Held, Placed, hole_text, offsets_of, span_end, walk
-from lineage_assets.conservation.count_store import CountStore
-from lineage_assets.conservation.kafka_counts import PartitionCount
 
 P = "topics/orders/"
 
@@ -329,25 +327,6 @@ def test_fact_lines_reads_the_count_as_object_lines_writes_it():
     assert fact_lines('{"etag": "\\"ab, \\"lines\\": 9\\"", "lines": 120}') == 120
     assert fact_lines('{"lines": 7, "etag": "\\"ab\\""}') == 7  # another order: decoded as JSON
     assert fact_lines('{"etag": "x", "lines": 0}') == 0
-
-
-def test_remembered_counts_answers_from_exact_marks_only(tmp_path):
-    store = CountStore(tmp_path / "c.sqlite")
-    store.add_marks("orders", 0, [(10, 0), (500, 480), (501, 480)])
-    store.add_marks("orders", 1, [(0, 0), (300, 300)])
-    ranges = {0: (10, 501), 1: (0, 301), 2: (0, 5)}
-    found = remembered_counts(store, "orders", {0: [500, 501, 900], 1: [300, 301], 2: [3]}, ranges)
-    assert found == {
-        (0, 500): PartitionCount(0, 10, 500, 480, uncounted_before=10),
-        (0, 501): PartitionCount(0, 10, 501, 480, uncounted_before=10),
-        (0, 900): PartitionCount(0, 10, 501, 480, uncounted_before=10),  # past the end: the end
-    }  # partition 1: no mark at 301 (counted by Kafka); partition 2: never counted
-
-
-def test_remembered_counts_leaves_a_partition_retention_cut_below_its_marks(tmp_path):
-    store = CountStore(tmp_path / "c.sqlite")
-    store.add_marks("orders", 0, [(0, 0), (100, 100)])
-    assert remembered_counts(store, "orders", {0: [100]}, {0: (150, 200)}) == {}
 
 
 def test_a_hole_is_named_as_the_deleted_object_even_with_transaction_markers_inside_it():
