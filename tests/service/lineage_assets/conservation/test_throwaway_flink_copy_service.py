@@ -9,6 +9,7 @@ at the end."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 
@@ -92,30 +93,43 @@ def throwaway_stores(settings, pipeline, tmp_path_factory) -> Stores:
 @pytest.fixture(scope="module")
 def deployed(settings, pipeline, throwaway_stores):
     """Recipe 2's deployment, by hand: the table and the dead-letter topic made, the job's script submitted with the
-    copy's names (``job_args``: what the asset passes, the names changed); cancelled with all it made at the end."""
+    copy's names (``job_args``: what the asset passes, the names changed); each thing made is undone at the end,
+    the job first, also when a later step (the submit itself) fails."""
     resources = throwaway_stores.resources
     kafka, iceberg, client = resources.kafka, resources.iceberg, throwaway_stores.flink
-    ensure_orders_table(iceberg.catalog(), TABLE, pipeline.dataset("iceberg_orders_throwaway"))
-    spec = TopicSpec(DLQ, partitions=1, retention_ms=DEAD_LETTER_RETENTION_MS)
-    dead_letter_args = ensure_dead_letter_topic(kafka.connection(), "orders", spec)
-    args = [
-        *job_args(kafka, iceberg, TABLE, "2 s", job_name=NAME, group=GROUP, dlq_topic=DLQ),
-        *order_rule_args(PipelineTunables.from_settings(settings)),
-        *dead_letter_args,
-    ]
-    job = submit(client, SPEC, args, SPEC.version("throwaway"), None, job_environment(kafka, iceberg))
-    try:
+    admin = AdminClient({"bootstrap.servers": settings.kafka_bootstrap})
+    with contextlib.ExitStack() as undo:
+        ensure_orders_table(iceberg.catalog(), TABLE, pipeline.dataset("iceberg_orders_throwaway"))
+        undo.callback(lambda: iceberg.catalog().purge_table(TABLE))
+        spec = TopicSpec(DLQ, partitions=1, retention_ms=DEAD_LETTER_RETENTION_MS)
+        dead_letter_args = ensure_dead_letter_topic(kafka.connection(), "orders", spec)
+        undo.callback(lambda: settled(admin.delete_topics([DLQ], operation_timeout=15)))
+        # the group exists once the job committed: a submit that failed leaves none to delete
+        undo.callback(lambda: settled(admin.delete_consumer_groups([GROUP], request_timeout=15), "GROUP_ID_NOT_FOUND"))
+        args = [
+            *job_args(kafka, iceberg, TABLE, "2 s", job_name=NAME, group=GROUP, dlq_topic=DLQ),
+            *order_rule_args(PipelineTunables.from_settings(settings)),
+            *dead_letter_args,
+        ]
+        job = submit(client, SPEC, args, SPEC.version("throwaway"), None, job_environment(kafka, iceberg))
+        undo.callback(cancelled, client, job)
         wait_for(f"Flink job {NAME} RUNNING", lambda: (client.current(NAME) or job).state == "RUNNING", deadline=180)
         yield job
-    finally:
-        client.cancel(job.jid)
-        wait_for(f"Flink job {NAME} cancelled", lambda: (client.job(job.jid) or job).state == "CANCELED")
-        iceberg.catalog().purge_table(TABLE)
-        admin = AdminClient({"bootstrap.servers": settings.kafka_bootstrap})
-        for future in [*admin.delete_topics([DLQ], operation_timeout=15).values()]:
+
+
+def cancelled(client, job) -> None:
+    client.cancel(job.jid)
+    wait_for(f"Flink job {NAME} cancelled", lambda: (client.job(job.jid) or job).state == "CANCELED")
+
+
+def settled(futures: dict, absent: str | None = None) -> None:
+    """Wait for each of an admin call's futures; an error naming ``absent`` means there was nothing to delete."""
+    for future in futures.values():
+        try:
             future.result(timeout=30)
-        for future in admin.delete_consumer_groups([GROUP], request_timeout=15).values():
-            future.result(timeout=30)
+        except Exception as exc:
+            if absent is None or absent not in str(exc):
+                raise
 
 
 def table_rows_at(iceberg, snapshot_id: int) -> int:
