@@ -7,12 +7,12 @@ offset, an object with a given ETag).
 
 from __future__ import annotations
 
-import fcntl
 import sqlite3
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from infra.file_lock import held
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS kafka_marks (
@@ -61,24 +61,8 @@ class CountStore:
         date and written back as one step. Two at once (a sensor tick, the check schedule, the CLI) would each
         resume a shared scan position the other moved, and skip records. ``timeout``: raise ``Busy`` after that
         many seconds instead of waiting on (a sensor tick must stay short)."""
-        lock_path = self.path.with_name(f"{self.path.name}.{name}.lock")
-        with open(lock_path, "a") as handle:
-            if timeout is None:
-                fcntl.flock(handle, fcntl.LOCK_EX)
-            else:
-                deadline = time.monotonic() + timeout
-                while True:
-                    try:
-                        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                        break
-                    except BlockingIOError:
-                        if time.monotonic() > deadline:
-                            raise Busy(name) from None
-                        time.sleep(0.2)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        with held(self.path.with_name(f"{self.path.name}.{name}.lock"), timeout, lambda: Busy(name)):
+            yield
 
     # Kafka: (topic, partition, offset) -> committed records in [log start ever seen, offset) ------------------
     def mark_below(self, topic: str, partition: int, offset: int) -> tuple[int, int] | None:

@@ -25,9 +25,10 @@ from flink_jobs import connections, deployment
 from infra.artifacts import load_manifest
 from infra.services.flink import ORDER_FUNCTIONS_BUNDLE
 from infra.settings import REPO_ROOT
-from lineage_assets.flink.client import FlinkClient, FlinkError, FlinkJob
+from lineage_assets.flink.client import ACTIVE, FlinkClient, FlinkError, FlinkJob
 from lineage_assets.flink.job_lineage import flink_account, read_account
 from lineage_assets.flink.listener import ListenerLog, as_accounted
+from lineage_assets.flink.one_deployer import one_deployer
 from lineage_assets.flink.runs import ENGINE, FOUND_RUNNING, deployment_facets, flink_run_id, open_events
 from lineage_assets.flink.state import mismatch, newest_state
 from lineage_assets.freshness import streaming_output
@@ -244,7 +245,24 @@ def submit(
         savepoint=savepoint,
         env=env,
     )
-    return client.job(jid) or FlinkJob(jid, spec.name, "CREATED", int(dt.datetime.now(dt.UTC).timestamp() * 1000))
+    job = client.job(jid) or FlinkJob(jid, spec.name, "CREATED", int(dt.datetime.now(dt.UTC).timestamp() * 1000))
+    try:
+        others = [j for j in client.named(spec.name) if j.state in ACTIVE and j.jid != jid]
+    except FlinkError:  # the job runs: the lock held this host's deployers apart, only another host's go unchecked
+        return job
+    first = min([job, *others], key=started)
+    if first.jid != jid:  # another deployer (another host: ``one_deployer`` holds this one's) started it meanwhile
+        client.cancel(jid)
+        raise FlinkError(
+            f"{spec.name} was started meanwhile by another deployer as Flink job {first.jid}, so this deployment's "
+            f"job {jid} was cancelled before it could write anything twice; materialize again to adopt {first.jid}"
+        )
+    return job
+
+
+def started(job: FlinkJob) -> tuple[int, str]:
+    """The order in which jobs started (the job id breaks a tie the same way for every deployer)."""
+    return job.start_time_ms, job.jid
 
 
 def adopt(
@@ -368,33 +386,34 @@ def deploy_asset(pipeline: Pipeline, tunables: PipelineTunables, flink_job: Flin
         version = spec.version("|".join([*prepared.version_parts, shared]))
         builder, _ = observed_event_builder(pipeline, kafka.registry())
         close_replaced = closer(job, builder, lineage.emitter(), deployed_by(context), client)
-        adopted, savepoint = check_running(context, client, spec, version, config.restore_from, close_replaced)
-        if adopted is not None:
-            return adopt(adopted, job, builder, lineage.emitter(), client)
+        with one_deployer(client, spec.name):  # from the look at the cluster until the new job is listed
+            adopted, savepoint = check_running(context, client, spec, version, config.restore_from, close_replaced)
+            if adopted is not None:
+                return adopt(adopted, job, builder, lineage.emitter(), client)
 
-        emitter = lineage.emitter()
-        dagster_run = deployed_by(context)
-        started_by = f"Dagster run {context.run.run_id}"
-        listener = ListenerLog(client.listener_events_file())
-        mark = listener.mark()
-        args = [*prepared.args, *order_rule_args(tunables), *prepared.dead_letter_args]
-        if client.checkpoint_dir(job.name):
-            args += ["--checkpoint-dir", client.checkpoint_dir(job.name)]
-        if savepoint:
-            how = f"started from {savepoint}"
-        else:
-            committed = has_committed_offsets(kafka.connection(), source.name, flink_job.consumer_group)
-            start = plan_start(context, client, spec, args, committed, config.start_from_offsets)
-            savepoint, how = start.savepoint, start.how
-        iceberg = context.resources.iceberg if "iceberg" in flink_job.resources else None
-        try:
-            submitted = submit(client, spec, args, version, savepoint, env=job_environment(kafka, iceberg))
-        except FlinkError as exc:
-            run_id = run_id_for(job.name, dt.datetime.now(dt.UTC), context.run.run_id)
-            emitter.emit(
-                builder.event(job.name, RunState.FAIL, run_id, dagster_run=dagster_run, engine=ENGINE, error=exc)
-            )
-            raise dg.Failure(f"deploying the Flink job {job.name} failed: {exc}") from exc
+            emitter = lineage.emitter()
+            dagster_run = deployed_by(context)
+            started_by = f"Dagster run {context.run.run_id}"
+            listener = ListenerLog(client.listener_events_file())
+            mark = listener.mark()
+            args = [*prepared.args, *order_rule_args(tunables), *prepared.dead_letter_args]
+            if client.checkpoint_dir(job.name):
+                args += ["--checkpoint-dir", client.checkpoint_dir(job.name)]
+            if savepoint:
+                how = f"started from {savepoint}"
+            else:
+                committed = has_committed_offsets(kafka.connection(), source.name, flink_job.consumer_group)
+                start = plan_start(context, client, spec, args, committed, config.start_from_offsets)
+                savepoint, how = start.savepoint, start.how
+            iceberg = context.resources.iceberg if "iceberg" in flink_job.resources else None
+            try:
+                submitted = submit(client, spec, args, version, savepoint, env=job_environment(kafka, iceberg))
+            except FlinkError as exc:
+                run_id = run_id_for(job.name, dt.datetime.now(dt.UTC), context.run.run_id)
+                emitter.emit(
+                    builder.event(job.name, RunState.FAIL, run_id, dagster_run=dagster_run, engine=ENGINE, error=exc)
+                )
+                raise dg.Failure(f"deploying the Flink job {job.name} failed: {exc}") from exc
 
         run_id = flink_run_id(job, submitted.jid, submitted.start_time_ms)
         announced: dict[str, Any] = {}

@@ -22,6 +22,7 @@ from lineage_assets.flink import iceberg_ingestion_asset
 from lineage_assets.flink.client import FlinkClient, FlinkError
 from lineage_assets.flink.deploy import FlinkJobSpec, job_environment, submit
 from lineage_assets.flink.job_lineage import read_account
+from lineage_assets.flink.one_deployer import one_deployer
 from lineage_assets.flink.runs import ENGINE, flink_run_id
 from lineage_assets.flink.version_drift import checkout_jobs
 from lineage_assets.kafka.observed import observed_event_builder
@@ -105,27 +106,38 @@ def resume(settings: StackSettings, resources: SimpleNamespace, log: Callable[[s
     known = specs(Pipeline.from_settings(settings))
     left, errors = [], []
     for record in records:
-        name, args = record["name"], record.get("args")
-        running = client.active(name)
-        if running is not None:
-            log(f"  {name}: already runs as {running.jid}, not resumed")
-            continue
-        if args is None or name not in known:
-            errors.append(f"{name}: its arguments are unknown (started by an older build); deploy it from Dagster")
-            continue
-        spec = known[name]
-        settings_part = str(record.get("version") or "").partition(".")[2] or "resumed"
-        version = f"{spec.code_version()}.{settings_part}"
-        env = job_environment(resources.kafka, resources.iceberg if name == iceberg_ingestion_asset.JOB else None)
         try:
-            job = submit(client, spec, args, version, record["savepoint"], env=env)
-        except FlinkError as exc:
-            errors.append(f"{name}: resuming from {record['savepoint']} failed: {exc}")
-            left.append(record)
-            continue
-        log(f"  {name}: resumed from {record['savepoint']} as job {job.jid}")
+            with one_deployer(client, record["name"]):  # `stack up` and a Dagster run may both start it now
+                error, keep = _resume_one(client, known, resources, record, log)
+        except FlinkError as exc:  # the cluster did not answer, or another deployer held the job too long
+            error, keep = f"{record['name']}: {exc}", True
+        errors += [error] if error else []
+        left += [record] if keep else []
     if left:
         path.write_text(json.dumps(left, indent=2))
     else:
         path.unlink()
     return errors
+
+
+def _resume_one(
+    client: FlinkClient, known: dict[str, FlinkJobSpec], resources: SimpleNamespace, record: dict, log
+) -> tuple[str | None, bool]:
+    """(the error, if any; whether the record is kept to resume again) of resuming one suspended job."""
+    name, args = record["name"], record.get("args")
+    running = client.active(name)
+    if running is not None:
+        log(f"  {name}: already runs as {running.jid}, not resumed")
+        return None, False
+    if args is None or name not in known:
+        return f"{name}: its arguments are unknown (started by an older build); deploy it from Dagster", False
+    spec = known[name]
+    settings_part = str(record.get("version") or "").partition(".")[2] or "resumed"
+    version = f"{spec.code_version()}.{settings_part}"
+    env = job_environment(resources.kafka, resources.iceberg if name == iceberg_ingestion_asset.JOB else None)
+    try:
+        job = submit(client, spec, args, version, record["savepoint"], env=env)
+    except FlinkError as exc:
+        return f"{name}: resuming from {record['savepoint']} failed: {exc}", True
+    log(f"  {name}: resumed from {record['savepoint']} as job {job.jid}")
+    return None, False

@@ -190,7 +190,7 @@ def toy_resources(emitter):
 
 
 @pytest.fixture
-def toy(monkeypatch):
+def toy(monkeypatch, tmp_path):
     """A Flink job deployed by the factory with every cluster call replaced: what the factory itself adds."""
     from infra.settings import StackSettings
     from lineage_assets.flink import deploy
@@ -199,6 +199,7 @@ def toy(monkeypatch):
     from lineage_assets.tunables import PipelineTunables
 
     calls = {"steps": []}
+    monkeypatch.setattr(ToyFlinkClient, "settings", SimpleNamespace(data_dir=tmp_path), raising=False)  # its lock
     monkeypatch.setattr(deploy, "require_source_topic", lambda kafka, topic, asset: calls["steps"].append(topic))
     monkeypatch.setattr(deploy, "observed_event_builder", lambda pipeline, registry: (ToyBuilder(), None))
     monkeypatch.setattr(deploy, "check_running", lambda *a: (None, None))
@@ -304,3 +305,40 @@ def test_the_listeners_start_goes_on_under_the_jobs_run_id_and_dagster_adds_runn
     )
     assert sent_by == "Dagster (no listener event)" and emitter.events == [("dagster", "START")]
     assert ctx.log.lines[0][0] == "warning" and "sent no START for j1" in ctx.log.lines[0][1]
+
+
+class Cluster:
+    """A cluster that lists the jobs given and takes one more submission as ``jid``."""
+
+    def __init__(self, listed: list[FlinkJob], jid: str, start_ms: int):
+        self.listed, self.jid, self.start_ms, self.cancelled = listed, jid, start_ms, []
+
+    def submit_python(self, *args, **kwargs):
+        return self.jid
+
+    def job(self, jid):
+        return FlinkJob(jid, "supplier-stats", "CREATED", self.start_ms)
+
+    def named(self, name):
+        return [*self.listed, self.job(self.jid)]
+
+    def cancel(self, jid):
+        self.cancelled.append(jid)
+
+
+def test_a_job_started_meanwhile_by_another_deployer_wins_and_this_ones_is_cancelled():
+    from lineage_assets.flink.deploy import FlinkError, submit
+
+    cluster = Cluster([FlinkJob("j1", "supplier-stats", "RUNNING", 1_000)], "j2", 2_000)
+    with pytest.raises(FlinkError, match="started meanwhile by another deployer as Flink job j1"):
+        submit(cluster, FlinkJobSpec("supplier-stats", Path("job.py")), [], "v1", None)  # type: ignore[arg-type]
+    assert cluster.cancelled == ["j2"]
+
+
+def test_a_job_that_started_first_or_beside_finished_ones_is_kept():
+    from lineage_assets.flink.deploy import submit
+
+    finished = FlinkJob("j0", "supplier-stats", "CANCELED", 500)
+    cluster = Cluster([finished, FlinkJob("j3", "supplier-stats", "CREATED", 3_000)], "j2", 2_000)
+    job = submit(cluster, FlinkJobSpec("supplier-stats", Path("job.py")), [], "v1", None)  # type: ignore[arg-type]
+    assert (job.jid, cluster.cancelled) == ("j2", [])
