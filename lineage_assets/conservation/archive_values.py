@@ -20,7 +20,6 @@ from lineage_assets.conservation.archive_objects import Figures
 from lineage_assets.conservation.archive_run import ArchiveRun, Cut
 from lineage_assets.conservation.avro_values import AvroValues
 from lineage_assets.conservation.checksums import Field, source_text, weigh
-from lineage_assets.conservation.kafka_reads import consumer_of, read_ranges
 from lineage_assets.conservation.values import CHECKSUM, ValueBalance
 
 #: the objects a difference names at most (the rest are counted)
@@ -74,9 +73,9 @@ def fill(chain: list[Held], wanted: set[str], records: Iterable[tuple[int, int]]
 
 
 def _weighed(run: ArchiveRun, avro: AvroValues, ranges: dict[int, tuple[int, int]]) -> Iterator[tuple[int, int, int]]:
-    consumer = consumer_of(run.stores, f"archive-values-{run.job}")
+    consumer = run.stores.kafka.consumer()
     try:
-        for msg in read_ranges(run.stores, consumer, run.topic, ranges):
+        for msg in run.stores.kafka.records(consumer, run.topic, ranges):
             yield msg.partition(), msg.offset(), weigh(avro.decode(msg.value()), run.fields, "input")
     finally:
         consumer.close()

@@ -31,7 +31,7 @@ from typing import Any
 from confluent_kafka import Message
 
 from lineage_assets.conservation import acceptances
-from lineage_assets.conservation.balance import HopBalance, StoreUnavailable
+from lineage_assets.conservation.balance import HopBalance
 from lineage_assets.conservation.foreign_records import ForeignRecords
 from lineage_assets.conservation.hops import Hop
 from lineage_assets.conservation.iceberg_dead_letters import DeadLetterTally, dead_letter_source
@@ -59,31 +59,6 @@ CUT_ATTEMPTS = 6
 CUT_PAUSE_S = 1.5
 
 
-def _catalog_unavailable(stores: Stores, what: str, exc: Exception) -> StoreUnavailable:
-    uri = getattr(stores.resources.iceberg, "uri", "the Iceberg REST catalog")
-    return StoreUnavailable(
-        f"Iceberg REST catalog at {uri} did not answer while {what} ({exc.__class__.__name__}: {exc}); start it "
-        "(`lineage-lab stack up iceberg-catalog`) or point the iceberg resource at the catalog, then reconcile again"
-    )
-
-
-def _load_table(stores: Stores, name: str):
-    from pyiceberg.exceptions import NoSuchTableError
-
-    try:
-        return stores.catalog.load_table(name)
-    except NoSuchTableError as exc:
-        uri = getattr(stores.resources.iceberg, "uri", "the Iceberg REST catalog")
-        raise StoreUnavailable(
-            f"Iceberg REST catalog at {uri} has no table {name}; materialize asset iceberg/default/orders "
-            "(it creates the table and deploys iceberg-ingestion), then reconcile again"
-        ) from exc
-    except StoreUnavailable:
-        raise
-    except Exception as exc:  # connection refused, HTTP 5xx, S3 unreachable for the metadata file...
-        raise _catalog_unavailable(stores, f"loading table {name}", exc) from exc
-
-
 @dataclass(frozen=True)
 class Look:
     committed: dict[int, int]
@@ -100,7 +75,7 @@ def _look(stores: Stores, hop: Hop, group: str, table_name: str, partitions: lis
     """One look at the three commit points: (the look, whether C stayed the same around it)."""
     topic = hop.input.name
     before = stores.kafka.committed(topic, group, partitions)
-    table = _load_table(stores, table_name)
+    table = stores.table(table_name)
     snapshot = table.current_snapshot()
     dlq_end = {p: e for p, (_, e) in stores.kafka.offsets(hop.dead_letters.name).items()} if hop.dead_letters else {}
     end = {p: e for p, (_, e) in stores.kafka.offsets(topic).items()}

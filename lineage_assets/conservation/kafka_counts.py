@@ -15,7 +15,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
@@ -68,29 +68,31 @@ class KafkaCounter:
         with self._kept_lock:
             if group not in self._kept:
                 self._kept[group] = (
-                    self._consumer()
+                    self.consumer()
                     if group is None
                     else Consumer(self.connection.client_config(**{"group.id": group, "enable.auto.commit": False}))
                 )
             return self._kept[group]
 
-    def _consumer(self) -> Consumer:
+    def consumer(self, committed_only: bool = True) -> Consumer:
+        """A consumer for reading up to known end offsets (committed records only, unless not ``committed_only``: as
+        Connect's sink consumer reads); its group is never joined nor committed to. A partition ending in a
+        transaction marker is only done at its end-of-partition event, which a fetch waiting for more data (500 ms
+        by default) would hold back: hence the short fetch wait."""
         return Consumer(
             self.connection.client_config(
                 **{
                     "group.id": f"lineage-lab-reconcile-{uuid.uuid4().hex[:8]}",
                     "enable.auto.commit": False,
                     "enable.partition.eof": True,
-                    "isolation.level": "read_committed",
+                    "isolation.level": "read_committed" if committed_only else "read_uncommitted",
                     "auto.offset.reset": "earliest",
-                    # a partition ending in a transaction marker has nothing more to give: without this each such
-                    # read waits out the broker's default fetch wait (500 ms) before the EOF arrives
                     "fetch.wait.max.ms": 20,
                 }
             )
         )
 
-    def _unavailable(self, what: str, exc: Exception | str) -> StoreUnavailable:
+    def unavailable(self, what: str, exc: Exception | str) -> StoreUnavailable:
         return StoreUnavailable(
             f"Kafka at {self.connection.bootstrap} did not answer while {what} ({exc}); start the broker "
             "(`lineage-lab stack up kafka`) or point LINEAGE_LAB_EXTERNAL_KAFKA at the cluster, then reconcile again"
@@ -112,7 +114,7 @@ class KafkaCounter:
                 for p in sorted(meta.partitions)
             }
         except KafkaException as exc:
-            raise self._unavailable(f"reading the offsets of {topic}", exc) from exc
+            raise self.unavailable(f"reading the offsets of {topic}", exc) from exc
 
     def committed(self, topic: str, group: str, partitions: list[int]) -> dict[int, int]:
         """partition -> the consumer group's committed offset (-1: none)."""
@@ -121,7 +123,7 @@ class KafkaCounter:
                 [TopicPartition(topic, p) for p in partitions], timeout=self.timeout
             )
         except KafkaException as exc:
-            raise self._unavailable(f"reading group {group}'s offsets on {topic}", exc) from exc
+            raise self.unavailable(f"reading group {group}'s offsets on {topic}", exc) from exc
         return {tp.partition: tp.offset for tp in found}
 
     def _batches(self, consumer: Consumer, what: str):
@@ -134,7 +136,34 @@ class KafkaCounter:
                 quiet_since = time.monotonic()
                 yield batch
             elif time.monotonic() - quiet_since > _STALL_S:
-                raise self._unavailable(what, f"no record and no end of partition in {_STALL_S:.0f} s")
+                raise self.unavailable(what, f"no record and no end of partition in {_STALL_S:.0f} s")
+
+    def records(self, consumer: Consumer, topic: str, ranges: dict[int, tuple[int, int]]) -> Iterator[Message]:
+        """The records of ``topic`` the consumer's isolation level sees (read-committed unless it says otherwise),
+        partition -> [from, to) offsets, in offset order per partition: every reader's one way to read a range."""
+        for p, (start, end) in sorted(ranges.items()):
+            if start >= end:
+                continue
+            where = f"reading {topic}[{p}] offsets {start}..{end - 1}"
+            try:
+                consumer.assign([TopicPartition(topic, p, start)])
+                yield from self._up_to(consumer, where, end)
+            except KafkaException as exc:
+                raise self.unavailable(where, exc) from exc
+
+    def _up_to(self, consumer: Consumer, where: str, end: int) -> Iterator[Message]:
+        for batch in self._batches(consumer, where):
+            for msg in batch:
+                err = msg.error()
+                if err is not None and err.code() == KafkaError._PARTITION_EOF:
+                    return
+                if err is not None:
+                    raise self.unavailable(where, err)
+                if msg.offset() >= end:
+                    return
+                yield msg
+                if msg.offset() + 1 >= end:
+                    return
 
     def count(self, topic: str, targets: dict[int, list[int]]) -> dict[tuple[int, int], PartitionCount]:
         """(partition, target offset) -> the committed records below that offset, every target of a partition in
@@ -184,7 +213,7 @@ class KafkaCounter:
                 t: (start, records, total) for t in wanted_marks if t <= start
             }
             if max(wanted_marks) > start and len(reached) < len(wanted_marks):
-                consumer = self._consumer()
+                consumer = self.consumer()
                 try:
                     consumer.assign([TopicPartition(topic, partition, start)])
                     read = self._read(consumer, topic, partition, start, records, wanted_marks, value_of, total)
@@ -220,7 +249,7 @@ class KafkaCounter:
                         yield t, min(t, msg.offset()), records, total
                     return
                 if err is not None:
-                    raise self._unavailable(f"reading {topic}[{partition}]", err)
+                    raise self.unavailable(f"reading {topic}[{partition}]", err)
                 while targets and msg.offset() >= targets[0]:  # control records led up to this one
                     t = targets.pop(0)
                     yield t, t, records, total
@@ -238,36 +267,20 @@ class KafkaCounter:
 
     def scan(self, name: str, topic: str, handle: Callable[[Message], None]) -> dict[int, int]:
         """Hand every committed record of ``topic`` not handed before under ``name`` to ``handle``, up to the end
-        now; returns partition -> the offset scanned up to. The position is saved after ``handle`` saw the batch."""
+        now; returns partition -> the offset scanned up to. The position is saved after ``handle`` saw the range."""
         reached: dict[int, int] = {}
         for partition, (log_start, end) in self.offsets(topic).items():
             position = self.store.scan_position(name, topic, partition)
             position = log_start if position is None else max(position, log_start)
-            if position >= end:
-                reached[partition] = position
-                continue
-            consumer = self._consumer()
-            try:
-                consumer.assign([TopicPartition(topic, partition, position)])
-                for batch in self._batches(consumer, f"reading {topic}[{partition}] from offset {position}"):
-                    done = False
-                    for msg in batch:
-                        err = msg.error()
-                        if err is not None and err.code() == KafkaError._PARTITION_EOF:
-                            position, done = max(msg.offset(), position), True
-                            break
-                        if err is not None:
-                            raise self._unavailable(f"reading {topic}[{partition}]", err)
+            if position < end:
+                consumer = self.consumer()
+                try:
+                    for msg in self.records(consumer, topic, {partition: (position, end)}):
                         handle(msg)
-                        position = msg.offset() + 1
-                        if position >= end:
-                            done = True
-                            break
-                    if done:
-                        break
-            finally:
-                consumer.close()
-            self.store.set_scan_position(name, topic, partition, position)
+                finally:
+                    consumer.close()
+                position = end
+                self.store.set_scan_position(name, topic, partition, position)
             reached[partition] = position
         return reached
 

@@ -32,7 +32,6 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from lineage_assets.conservation import iceberg_ingestion_hop as iceberg_hop
 from lineage_assets.conservation.archive_keys import place_of
 from lineage_assets.conservation.hops import Hop
 from lineage_assets.conservation.key_audit_compare import (
@@ -95,14 +94,14 @@ def audit_iceberg(hop: Hop, stores: Stores) -> KeyAudit:
 
     # the table is loaded after the range was read: the snapshot of the checkpoint that committed the offsets has
     # had the time of the read to land
-    table = iceberg_hop._load_table(stores, table_name)
+    table = stores.table(table_name)
     snapshot = table.current_snapshot()
     snapshot_id = snapshot.snapshot_id if snapshot else None
     found, rows_read = scanned(stores, table_name, lambda: count_ids(table, set(expected), snapshot_id))
     missing, doubled = compare_counts(expected, found)
     late = 0
     if missing:  # committed offsets can come before the snapshot of their checkpoint: look again at the newest
-        table = iceberg_hop._load_table(stores, table_name)
+        table = stores.table(table_name)
         newest = table.current_snapshot()
         if newest is not None and newest.snapshot_id != snapshot_id:
             again, _ = scanned(stores, table_name, lambda: count_ids(table, set(missing), newest.snapshot_id))

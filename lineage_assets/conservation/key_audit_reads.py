@@ -15,12 +15,11 @@ import pyarrow.compute as pc
 from botocore.exceptions import BotoCoreError, ClientError
 
 from lineage_assets.conservation import iceberg_dead_letters
-from lineage_assets.conservation import iceberg_ingestion_hop as iceberg_hop
 from lineage_assets.conservation.archive_listing import s3_unavailable
 from lineage_assets.conservation.archive_objects import ERROR_OFFSET, ERROR_PARTITION, ERROR_TOPIC
 from lineage_assets.conservation.avro_values import AvroValues
 from lineage_assets.conservation.balance import StoreUnavailable
-from lineage_assets.conservation.kafka_reads import consumer_of, read_ranges, tail_starts
+from lineage_assets.conservation.kafka_reads import tail_starts
 from lineage_assets.conservation.key_audit_compare import decimal_prefixes
 from lineage_assets.conservation.stores import Stores
 
@@ -41,10 +40,10 @@ def read_range(
     """partition -> the committed records of the span (all records, aborted ones too, when not ``committed_only``),
     their order_id decoded (None: not Confluent Avro)."""
     avro = AvroValues(stores.resources.kafka.registry())
-    consumer = consumer_of(stores, "deep-range", committed_only)
+    consumer = stores.kafka.consumer(committed_only)
     found: dict[int, list[RangeRecord]] = {p: [] for p in sorted(spans)}
     try:
-        for msg in read_ranges(stores, consumer, topic, dict(spans)):
+        for msg in stores.kafka.records(consumer, topic, dict(spans)):
             value = msg.value()
             record = avro.decode(value) if value is not None else None
             order_id = record.get("order_id") if record else None
@@ -63,11 +62,11 @@ def read_dead_letters(stores: Stores, dlq: str, source_of, since_ms: int) -> dic
     the first whose timestamp is ``since_ms`` or later (a dead letter is written after its record: Connect keeps the
     record's timestamp, Flink stamps the time it writes). ``source_of(msg)`` -> (partition, offset) or None."""
     ranges = stores.kafka.offsets(dlq)
-    consumer = consumer_of(stores, "deep-dlq")
+    consumer = stores.kafka.consumer()
     found: dict[tuple[int, int], str] = {}
     try:
         starts = tail_starts(stores, consumer, dlq, ranges, max(since_ms, 0))
-        for msg in read_ranges(stores, consumer, dlq, {p: (starts[p], end) for p, (_, end) in ranges.items()}):
+        for msg in stores.kafka.records(consumer, dlq, {p: (starts[p], end) for p, (_, end) in ranges.items()}):
             source = source_of(msg)
             if source is not None:
                 found.setdefault(source, f"{dlq}[{msg.partition()}]@{msg.offset()}")
@@ -132,7 +131,7 @@ def scanned(stores: Stores, table_name: str, scan):
     except StoreUnavailable:
         raise
     except Exception as exc:
-        raise iceberg_hop._catalog_unavailable(stores, f"scanning {table_name} (deep audit)", exc) from exc
+        raise stores.catalog_unavailable(f"scanning {table_name} (deep audit)", exc) from exc
 
 
 def list_starts(stores: Stores, bucket: str, folder: str, lo: int, hi: int, endpoint: str) -> dict[str, str]:

@@ -41,7 +41,6 @@ from confluent_kafka import Message
 from lineage_assets.conservation import acceptances
 from lineage_assets.conservation.balance import HopBalance, StoreUnavailable
 from lineage_assets.conservation.hops import Hop
-from lineage_assets.conservation.kafka_reads import consumer_of, read_ranges
 from lineage_assets.conservation.key_audit_compare import describe_spans, examples, spans_of
 from lineage_assets.conservation.source_tally import (
     _XID_SPAN,
@@ -166,9 +165,9 @@ def deep_audit(stores: Stores, deep_range: dict[str, Any]) -> list[str]:
     ranges = stores.kafka.offsets(TOPIC)
     chosen = spans_of(deep_range, {p: end for p, (_, end) in ranges.items()}, {p: lo for p, (lo, _) in ranges.items()})
     ids: Counter[str] = Counter()
-    consumer = consumer_of(stores, "deep")
+    consumer = stores.kafka.consumer()
     try:
-        for msg in read_ranges(stores, consumer, TOPIC, chosen):
+        for msg in stores.kafka.records(consumer, TOPIC, chosen):
             if classify(msg.headers()).debezium and msg.key():
                 ids[msg.key().decode("utf-8", "replace")] += 1
     finally:

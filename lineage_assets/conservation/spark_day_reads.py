@@ -10,9 +10,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from lineage_assets.conservation.balance import (
-    StoreUnavailable,
-)
 from lineage_assets.conservation.spark_day_figures import Unknowable, count_along, partition_delta
 from lineage_assets.conservation.stores import Stores
 
@@ -207,23 +204,3 @@ class Memo:
         stale = [k for k in self.values if not keep(k) and k in self._before]
         if stale:
             self.stores.counts.drop_facts(self.kind, stale)
-
-
-def unavailable(stores: Stores, what: str, exc: Exception) -> StoreUnavailable:
-    uri = getattr(stores.resources.iceberg, "uri", "the Iceberg REST catalog")
-    return StoreUnavailable(
-        f"Iceberg (REST catalog at {uri}, object store of its files) did not answer while {what} "
-        f"({exc.__class__.__name__}: {exc}); start them (`lineage-lab stack status`, `lineage-lab stack up`) "
-        "then reconcile again"
-    )
-
-
-def load_table(stores: Stores, name: str):
-    from pyiceberg.exceptions import NoSuchTableError
-
-    try:
-        return stores.catalog.load_table(name)
-    except NoSuchTableError:
-        return None
-    except Exception as exc:
-        raise unavailable(stores, f"loading table {name}", exc) from exc

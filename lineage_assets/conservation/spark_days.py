@@ -49,12 +49,10 @@ from lineage_assets.conservation.spark_day_reads import (
     ancestry_of,
     changed_days,
     first_growth,
-    load_table,
     operation_of,
     orders_day_count,
     stats_day_sum,
     summary_of,
-    unavailable,
 )
 from lineage_assets.conservation.spark_day_values import (
     DayValues,
@@ -223,8 +221,8 @@ def balance(hop: Hop, stores: Stores) -> HopBalance:
     """The hop's balance over every day supplier_stats holds (see the module's docstring)."""
     orders_name, stats_name = hop.input.table_name, hop.output.table_name
     empty = HopBalance(hop.job.name, hop.input.qualified_name, hop.output_names)
-    stats = load_table(stores, stats_name)  # first: its writes name the orders snapshots they read
-    orders = load_table(stores, orders_name)
+    stats = stores.table(stats_name, missing_ok=True)  # first: its writes name the orders snapshots they read
+    orders = stores.table(orders_name, missing_ok=True)
     if stats is None or orders is None:
         missing = stats_name if stats is None else orders_name
         return empty.unknown_because(f"table {missing} does not exist yet: materialize supplier_stats for a day")
@@ -259,7 +257,7 @@ def balance(hop: Hop, stores: Stores) -> HopBalance:
     except (StoreUnavailable, Unknowable):
         raise
     except Exception as exc:
-        raise unavailable(stores, "reading snapshots and manifests of orders and supplier_stats", exc) from exc
+        raise stores.catalog_unavailable("reading snapshots and manifests of orders and supplier_stats", exc) from exc
     heads = {
         "orders snapshot now": orders_head,
         "supplier_stats snapshot now": stats.metadata.current_snapshot_id,

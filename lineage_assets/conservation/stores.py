@@ -69,6 +69,40 @@ class Stores:
     def source_db(self):
         return self.resources.source_db.connect()
 
+    def table(self, name: str, missing_ok: bool = False):
+        """Iceberg table ``name`` (None when it does not exist and ``missing_ok``). A catalog that does not answer,
+        or a table that is not there, is ``StoreUnavailable`` saying what to do."""
+        from pyiceberg.exceptions import NoSuchTableError
+
+        try:
+            return self.catalog.load_table(name)
+        except NoSuchTableError as exc:
+            if missing_ok:
+                return None
+            tables = [ds for ds in self.pipeline.datasets.values() if ds.store_kind == "iceberg_table"]
+            made_by = [ds for ds in tables if ds.table_name == name]
+            by = f"asset {'/'.join(made_by[0].asset_key)}" if made_by else "the asset that creates it"
+            raise StoreUnavailable(
+                f"Iceberg REST catalog at {self._catalog_uri} has no table {name}; materialize {by} (it creates the "
+                "table), then reconcile again"
+            ) from exc
+        except StoreUnavailable:
+            raise
+        except Exception as exc:  # connection refused, HTTP 5xx, S3 unreachable for the metadata file...
+            raise self.catalog_unavailable(f"loading table {name}", exc) from exc
+
+    def catalog_unavailable(self, what: str, exc: Exception) -> StoreUnavailable:
+        return StoreUnavailable(
+            f"Iceberg REST catalog at {self._catalog_uri} did not answer while {what}, or the object store of its "
+            f"files did not ({exc.__class__.__name__}: {exc}); start it (`lineage-lab stack up iceberg-catalog`; "
+            "`lineage-lab stack status` shows the object store) or point the iceberg resource at the catalog, then "
+            "reconcile again"
+        )
+
+    @property
+    def _catalog_uri(self) -> str:
+        return getattr(self.resources.iceberg, "uri", "the Iceberg REST catalog")
+
     def consumer_group(self, job_name: str) -> tuple[str, str]:
         """(the consumer group a job reads its input under, where it was read), from the engine running it: a
         Connect sink's ``consumer.override.group.id`` (else Connect's own ``connect-<name>``); a Flink job's

@@ -49,7 +49,7 @@ from lineage_assets.conservation.avro_values import AvroValues, dead_raw_value
 from lineage_assets.conservation.balance import HopBalance, OtherWriter, StoreUnavailable
 from lineage_assets.conservation.foreign_records import Run
 from lineage_assets.conservation.hops import Hop
-from lineage_assets.conservation.kafka_reads import consumer_of, read_ranges, tail_starts
+from lineage_assets.conservation.kafka_reads import tail_starts
 from lineage_assets.conservation.stores import Stores
 from lineage_assets.conservation.window_book import (
     WRITER,
@@ -99,7 +99,7 @@ def advance_tail(
     missing = sorted(set(cut.committed) - set(log_starts))
     if missing:
         raise StoreUnavailable(f"{hop.input.name} has no partitions {missing} on {stores.kafka.connection.bootstrap}")
-    consumer = consumer_of(stores, SCAN)
+    consumer = stores.kafka.consumer()
     try:
         input_range = {p: (log_starts[p], c) for p, c in cut.committed.items()}
         order_starts = tail_starts(stores, consumer, hop.input.name, input_range, since)
@@ -108,13 +108,13 @@ def advance_tail(
         if hop.dead_letters:
             dlq_starts = tail_starts(stores, consumer, hop.dead_letters.name, cut.dlq_end, since)
             dlq_ranges = tail.resume_dead({p: end for p, (_, end) in cut.dlq_end.items()}, dlq_starts)
-            for msg in read_ranges(stores, consumer, hop.dead_letters.name, dlq_ranges):
+            for msg in stores.kafka.records(consumer, hop.dead_letters.name, dlq_ranges):
                 raw = dead_raw_value(msg)
                 if raw is not None:
                     letters.append((msg.partition(), msg.offset(), digest(raw)))
         tail.take_dead(letters)
         decoded = 0
-        for msg in read_ranges(stores, consumer, hop.input.name, ranges):
+        for msg in stores.kafka.records(consumer, hop.input.name, ranges):
             tail.take_order(tail_order(msg, avro, summed), book, fired_through)
             decoded += 1
     finally:

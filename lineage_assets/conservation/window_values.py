@@ -21,7 +21,7 @@ from confluent_kafka import Message
 from lineage_assets.conservation.avro_values import AvroValues, dead_raw_value
 from lineage_assets.conservation.hops import Hop
 from lineage_assets.conservation.kafka_counts import PartitionCount
-from lineage_assets.conservation.kafka_reads import consumer_of, read_ranges, tail_starts
+from lineage_assets.conservation.kafka_reads import tail_starts
 from lineage_assets.conservation.stores import Stores
 from lineage_assets.conservation.values import ValueBalance, text_of, units_of
 from lineage_assets.conservation.window_book import WindowBook, utc_text, window_key, window_start
@@ -118,7 +118,7 @@ def locate(
     """The open windows whose last firing is not the count and sum of their orders below C (read again from the
     tail; the orders the dead letters hold left out), each named with both figures."""
     since = tail_start_ms(fired_through)
-    consumer = consumer_of(stores, _SCAN)
+    consumer = stores.kafka.consumer()
     try:
         offsets = stores.kafka.offsets(hop.input.name)
         starts = tail_starts(
@@ -128,13 +128,13 @@ def locate(
         if hop.dead_letters is not None:
             dlq_starts = tail_starts(stores, consumer, hop.dead_letters.name, cut.dlq_end, since)
             ranges = {p: (dlq_starts[p], end) for p, (_, end) in cut.dlq_end.items()}
-            for msg in read_ranges(stores, consumer, hop.dead_letters.name, ranges):
+            for msg in stores.kafka.records(consumer, hop.dead_letters.name, ranges):
                 raw = dead_raw_value(msg)
                 if raw is not None:
                     dead[digest(raw)] += 1
         sums: dict[str, list[int]] = {}
         ranges = {p: (starts[p], c) for p, c in cut.committed.items()}
-        for msg in read_ranges(stores, consumer, hop.input.name, ranges):
+        for msg in stores.kafka.records(consumer, hop.input.name, ranges):
             order = tail_order(msg, avro, source)
             if order.raw is not None and dead[digest(order.raw)] > 0:
                 dead[digest(order.raw)] -= 1

@@ -4,9 +4,13 @@ history resets, the dead-letter tally, the stable cut and the balance arithmetic
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
 
 from infra.settings import StackSettings
-from lineage_assets.conservation.balance import HopBalance, OtherWriter
+from lineage_assets.conservation.balance import HopBalance, OtherWriter, StoreUnavailable
 from lineage_assets.conservation.foreign_records import ForeignRecords
 from lineage_assets.conservation.hops import hops
 from lineage_assets.conservation.iceberg_dead_letters import DeadLetterTally, dead_letter_source
@@ -21,6 +25,7 @@ from lineage_assets.conservation.iceberg_snapshots import (
     other_writer,
     rows_held,
 )
+from lineage_assets.conservation.stores import Stores
 from lineage_assets.lineage.identity import Pipeline
 
 FLINK_APPEND = {
@@ -254,29 +259,32 @@ def test_assemble_is_unknown_when_the_rows_cannot_be_read_from_summaries():
     assert b.status == "unknown" and "2 equality deletes" in b.unknown and b.missing is None
 
 
-class _DownCatalog:
-    """Stores whose catalog does not answer (what pyiceberg raises when the REST port is closed)."""
-
-    class resources:
-        class iceberg:
-            uri = "http://127.0.0.1:1"
-
-    @property
-    def catalog(self):
-        raise ConnectionError("[Errno 111] Connection refused")
+def _stores_with_catalog(catalog) -> Stores:
+    iceberg = SimpleNamespace(uri="http://127.0.0.1:1", catalog=catalog)
+    return Stores(Pipeline.from_settings(StackSettings()), SimpleNamespace(iceberg=iceberg), Path("unused.sqlite"))
 
 
 def test_a_catalog_that_does_not_answer_is_store_unavailable_naming_it():
-    from lineage_assets.conservation.balance import StoreUnavailable
-    from lineage_assets.conservation.iceberg_ingestion_hop import _load_table
+    def refused():
+        raise ConnectionError("[Errno 111] Connection refused")
 
-    try:
-        _load_table(_DownCatalog(), "default.orders")
-    except StoreUnavailable as exc:
-        assert "Iceberg REST catalog at http://127.0.0.1:1 did not answer" in str(exc)
-        assert "lineage-lab stack up iceberg-catalog" in str(exc)
-    else:
-        raise AssertionError("no StoreUnavailable")
+    with pytest.raises(StoreUnavailable) as raised:
+        _stores_with_catalog(refused).table("default.orders")
+    assert "Iceberg REST catalog at http://127.0.0.1:1 did not answer" in str(raised.value)
+    assert "lineage-lab stack up iceberg-catalog" in str(raised.value)
+
+
+def test_a_table_that_is_not_there_names_the_asset_that_creates_it():
+    from pyiceberg.exceptions import NoSuchTableError
+
+    class Empty:
+        def load_table(self, name):
+            raise NoSuchTableError(name)
+
+    assert _stores_with_catalog(Empty).table("default.orders", missing_ok=True) is None
+    with pytest.raises(StoreUnavailable) as raised:
+        _stores_with_catalog(Empty).table("default.orders")
+    assert "has no table default.orders; materialize asset iceberg/default/orders" in str(raised.value)
 
 
 def test_take_cut_after_a_first_look_waits_once_then_compares_with_it():
