@@ -19,10 +19,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from lineage_assets.conservation import acceptances
-from lineage_assets.conservation.avro_values import AvroValues, dead_raw_value
+from lineage_assets.conservation.avro_values import AvroValues
 from lineage_assets.conservation.checksums import Field, copied_fields, measure_of, source_text, weigh
 from lineage_assets.conservation.hops import Hop
 from lineage_assets.conservation.iceberg_snapshots import SnapshotFact
+from lineage_assets.conservation.kafka_reads import weighed_orders
 from lineage_assets.conservation.stores import Stores
 from lineage_assets.conservation.values import CHECKSUM, ValueBalance
 
@@ -108,14 +109,6 @@ def table_weights(
     return found
 
 
-def _dead_letter_weigher(avro: AvroValues, fields: tuple[Field, ...]):
-    return lambda msg: weigh(avro.decode(dead_raw_value(msg)), fields, "input")
-
-
-def _input_weigher(avro: AvroValues, fields: tuple[Field, ...]):
-    return lambda msg: weigh(avro.decode(msg.value()), fields, "input")
-
-
 def where_of(
     chain: list[SnapshotFact], weights: dict[int, SnapshotWeight], since: int | None, accepted: set[str]
 ) -> tuple[str, ...]:
@@ -163,23 +156,20 @@ def iceberg_values(
     avro = AvroValues(stores.resources.kafka.registry())
     measure = measure_of(fields)
     committed = {p: max(c, 0) for p, c in look.committed.items()}
-    ins = stores.kafka.sum(
-        hop.input.name, measure, _input_weigher(avro, fields), {p: [committed[p], e] for p, e in look.end.items()}
+    ins, dead, late = weighed_orders(
+        stores,
+        hop,
+        avro,
+        measure,
+        lambda order: weigh(order, fields, "input"),
+        {p: [committed[p], e] for p, e in look.end.items()},
+        look.dlq_end,
+        counted,
     )
-    late = sorted(p for (p, e), s in ins.items() if e == look.end[p] and s.start > counted[(p, e)].start)
     if late:
         return unknown(
             f"{hop.input.name} partitions {late}: records were deleted by retention before they were weighed"
         )
-    dead = 0
-    if hop.dead_letters is not None:
-        letters = stores.kafka.sum(
-            hop.dead_letters.name,
-            f"raw_value.{measure}",
-            _dead_letter_weigher(avro, fields),
-            {p: [e] for p, e in look.dlq_end.items()},
-        )
-        dead = sum(s.total for s in letters.values())
     try:
         weights = table_weights(stores, hop.job.name, look.table, chain, fields)
     except Unweighable as exc:

@@ -5,9 +5,14 @@ given offsets (ranges are read with ``KafkaCounter.records``); a broker that sto
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from lineage_assets.conservation.avro_values import AvroValues, dead_raw_value
+from lineage_assets.conservation.hops import Hop
+from lineage_assets.conservation.kafka_counts import PartitionCount, PartitionSum
 from lineage_assets.conservation.stores import Stores
 from lineage_assets.conservation.window_book import utc_text
 
@@ -61,3 +66,30 @@ def oldest_stamp(stores: Stores, topic: str, at: dict[int, int]) -> float | None
     finally:
         consumer.close()
     return min(found) if found else None
+
+
+def weighed_orders(
+    stores: Stores,
+    hop: Hop,
+    avro: AvroValues,
+    measure: str,
+    weigh: Callable[[dict[str, Any] | None], int],
+    targets: dict[int, list[int]],
+    dlq_end: dict[int, int],
+    counted: dict[tuple[int, int], PartitionCount],
+) -> tuple[dict[tuple[int, int], PartitionSum], int, list[int]]:
+    """A Flink hop's orders weighed (``weigh`` of each decoded order, remembered as ``measure``): (the input's sums
+    at ``targets``, the dead letters' total up to ``dlq_end``, each weighed by the order it carries; the partitions
+    whose sums begin later than their counts ``counted``: retention deleted records counted before they were
+    weighed, so the values are unknown)."""
+    ins = stores.kafka.sum(hop.input.name, measure, lambda msg: weigh(avro.decode(msg.value())), targets)
+    late = sorted({p for (p, t), s in ins.items() if (p, t) in counted and s.start > counted[(p, t)].start})
+    if late or hop.dead_letters is None:
+        return ins, 0, late
+    letters = stores.kafka.sum(
+        hop.dead_letters.name,
+        f"raw_value.{measure}",
+        lambda msg: weigh(avro.decode(dead_raw_value(msg))),
+        {p: [end] for p, end in dlq_end.items()},
+    )
+    return ins, sum(s.total for s in letters.values()), late

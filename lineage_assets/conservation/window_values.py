@@ -16,12 +16,10 @@ from __future__ import annotations
 
 from collections import Counter
 
-from confluent_kafka import Message
-
 from lineage_assets.conservation.avro_values import AvroValues, dead_raw_value
 from lineage_assets.conservation.hops import Hop
 from lineage_assets.conservation.kafka_counts import PartitionCount
-from lineage_assets.conservation.kafka_reads import tail_starts
+from lineage_assets.conservation.kafka_reads import tail_starts, weighed_orders
 from lineage_assets.conservation.stores import Stores
 from lineage_assets.conservation.values import ValueBalance, text_of, units_of
 from lineage_assets.conservation.window_book import WindowBook, utc_text, window_key, window_start
@@ -58,10 +56,16 @@ def value_balances(
                 )
             )
             continue
-        ins = stores.kafka.sum(
-            hop.input.name, source, _order_units(avro, source), {p: [c] for p, c in cut.committed.items()}
+        ins, dead, late = weighed_orders(
+            stores,
+            hop,
+            avro,
+            source,
+            lambda order, source=source: units_of((order or {}).get(source)),
+            {p: [c] for p, c in cut.committed.items()},
+            {p: end for p, (_, end) in cut.dlq_end.items()},
+            counted,
         )
-        late = sorted(p for (p, c), s in ins.items() if s.start > counted[(p, c)].start)
         if late:
             found.append(
                 ValueBalance(
@@ -72,15 +76,6 @@ def value_balances(
                 )
             )
             continue
-        dead = 0
-        if hop.dead_letters is not None:
-            letters = stores.kafka.sum(
-                hop.dead_letters.name,
-                f"raw_value.{source}",
-                _dead_letter_units(avro, source),
-                {p: [end] for p, (_, end) in cut.dlq_end.items()},
-            )
-            dead = sum(s.total for s in letters.values())
         balance = ValueBalance(
             column, source, sum(s.total for s in ins.values()), book.out_units, dead, tail.pending().units
         )
@@ -96,20 +91,6 @@ def value_balances(
             )
         found.append(balance)
     return tuple(found)
-
-
-def _order_units(avro: AvroValues, source: str):
-    def units(msg: Message) -> int:
-        return units_of((avro.decode(msg.value()) or {}).get(source))
-
-    return units
-
-
-def _dead_letter_units(avro: AvroValues, source: str):
-    def units(msg: Message) -> int:
-        return units_of((avro.decode(dead_raw_value(msg)) or {}).get(source))
-
-    return units
 
 
 def locate(
