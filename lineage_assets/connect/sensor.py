@@ -93,15 +93,17 @@ def build_connector_sensor(
         topics = connector_lineage.cluster_topics(kafka.connection())
         publication_tables = connector_lineage.source_publication_tables(source_db)
         accounts: dict[str, Account | Unknown] = {}
+        configs: dict[str, dict[str, str] | None] = {}  # each connector's config as Connect holds it now
         for connector, status in statuses.items():
             job = pipeline.job(watched[connector])
             incarnation = created.get(connector)
             before = Track.load(cursor.get(connector))
             try:
+                configs[connector] = client.config(connector)  # None: Connect has no such connector
                 account = connector_lineage.connector_account(
                     pipeline,
                     job.name,
-                    client.config(connector),
+                    configs[connector],
                     bootstrap=kafka.bootstrap_servers,
                     list_topics=topics,
                     reader=connector_lineage.connector_reader(client.url, connector),
@@ -205,7 +207,9 @@ def build_connector_sensor(
         try:
             offsets = end_offsets(kafka.connection(), ORDERS_TOPIC.name)
             dlq = sum(end_offsets(kafka.connection(), DLQ_TOPIC.name).values())
-            lag = consumer_lag(kafka.connection(), ORDERS_TOPIC.name, sink_group(SINK_CONNECTOR))
+            lag = consumer_lag(
+                kafka.connection(), ORDERS_TOPIC.name, sink_group(SINK_CONNECTOR, configs.get(SINK_CONNECTOR))
+            )
         except KafkaUnavailable as exc:  # connector states (and their runs, already emitted) still count
             context.log.warning(str(exc))
             offsets, dlq, lag = {}, -1, None

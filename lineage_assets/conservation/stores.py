@@ -13,12 +13,10 @@ from infra.settings import StackSettings
 from lineage_assets.conservation.balance import StoreUnavailable
 from lineage_assets.conservation.count_store import CountStore
 from lineage_assets.conservation.kafka_counts import KafkaCounter
-from lineage_assets.lineage.identity import CONSUMER_GROUPS, Pipeline, sink_group
+from lineage_assets.lineage.identity import CONSUMER_GROUPS, GROUP_OVERRIDE, Pipeline, sink_group
 
 #: the resources a reconciliation reads (never Spark: building it starts a Spark session)
 RESOURCE_KEYS = ("kafka", "iceberg", "object_store", "flink", "connect", "source_db")
-#: a sink connector's config key that names its consumer group instead of Connect's default
-GROUP_OVERRIDE = "consumer.override.group.id"
 
 
 def count_store_path(settings: StackSettings) -> Path:
@@ -134,6 +132,5 @@ class Stores:
             config = self.connect.config(connector) or {}
         except Exception as exc:  # the group is Connect's default unless the config overrode it
             return sink_group(connector), f"Connect's default (Connect REST did not answer: {exc.__class__.__name__})"
-        if config.get(GROUP_OVERRIDE):
-            return config[GROUP_OVERRIDE], f"{GROUP_OVERRIDE} of connector {connector}"
-        return sink_group(connector), "Connect's default"
+        how = f"{GROUP_OVERRIDE} of connector {connector}" if config.get(GROUP_OVERRIDE) else "Connect's default"
+        return sink_group(connector, config), how

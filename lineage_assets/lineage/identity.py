@@ -9,7 +9,7 @@ deployment that moves a service changes every producer's identities at once. Emi
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -190,10 +190,14 @@ DEAD_LETTER_TOPICS = {
 CONSUMER_GROUPS = {"iceberg-ingestion": "iceberg-ingestion", "supplier-stats": "supplier-stats"}
 
 
-def sink_group(connector: str) -> str:
-    """The consumer group Kafka Connect gives a sink connector's tasks unless its config sets
-    ``consumer.override.group.id``."""
-    return f"connect-{connector}"
+#: a sink connector's config key that names its consumer group instead of Connect's default
+GROUP_OVERRIDE = "consumer.override.group.id"
+
+
+def sink_group(connector: str, config: Mapping[str, str] | None = None) -> str:
+    """The consumer group of a sink connector's tasks: its config's ``consumer.override.group.id``, else the one
+    Kafka Connect gives them (``connect-<name>``)."""
+    return (config or {}).get(GROUP_OVERRIDE) or f"connect-{connector}"
 
 
 #: the retention of the pipeline's topics (orders, supplier-stats), in milliseconds as Kafka's retention.ms
