@@ -247,14 +247,15 @@ def submit(
     )
     job = client.job(jid) or FlinkJob(jid, spec.name, "CREATED", int(dt.datetime.now(dt.UTC).timestamp() * 1000))
     try:
-        others = [j for j in client.named(spec.name) if j.state in ACTIVE and j.jid != jid]
+        # by the name Flink gives it: a deployment may name the job itself (iceberg-ingestion's --job-name)
+        others = [j for j in client.named(job.name) if j.state in ACTIVE and j.jid != jid]
     except FlinkError:  # the job runs: the lock held this host's deployers apart, only another host's go unchecked
         return job
     first = min([job, *others], key=started)
     if first.jid != jid:  # another deployer (another host: ``one_deployer`` holds this one's) started it meanwhile
         client.cancel(jid)
         raise FlinkError(
-            f"{spec.name} was started meanwhile by another deployer as Flink job {first.jid}, so this deployment's "
+            f"{job.name} was started meanwhile by another deployer as Flink job {first.jid}, so this deployment's "
             f"job {jid} was cancelled before it could write anything twice; materialize again to adopt {first.jid}"
         )
     return job

@@ -310,17 +310,17 @@ def test_the_listeners_start_goes_on_under_the_jobs_run_id_and_dagster_adds_runn
 class Cluster:
     """A cluster that lists the jobs given and takes one more submission as ``jid``."""
 
-    def __init__(self, listed: list[FlinkJob], jid: str, start_ms: int):
-        self.listed, self.jid, self.start_ms, self.cancelled = listed, jid, start_ms, []
+    def __init__(self, listed: list[FlinkJob], jid: str, start_ms: int, name: str = "supplier-stats"):
+        self.listed, self.jid, self.start_ms, self.name, self.cancelled = listed, jid, start_ms, name, []
 
     def submit_python(self, *args, **kwargs):
         return self.jid
 
     def job(self, jid):
-        return FlinkJob(jid, "supplier-stats", "CREATED", self.start_ms)
+        return FlinkJob(jid, self.name, "CREATED", self.start_ms)
 
     def named(self, name):
-        return [*self.listed, self.job(self.jid)]
+        return [j for j in [*self.listed, self.job(self.jid)] if j.name == name]
 
     def cancel(self, jid):
         self.cancelled.append(jid)
@@ -341,4 +341,13 @@ def test_a_job_that_started_first_or_beside_finished_ones_is_kept():
     finished = FlinkJob("j0", "supplier-stats", "CANCELED", 500)
     cluster = Cluster([finished, FlinkJob("j3", "supplier-stats", "CREATED", 3_000)], "j2", 2_000)
     job = submit(cluster, FlinkJobSpec("supplier-stats", Path("job.py")), [], "v1", None)  # type: ignore[arg-type]
+    assert (job.jid, cluster.cancelled) == ("j2", [])
+
+
+def test_a_job_the_deployment_named_itself_is_compared_with_jobs_of_that_name_only():
+    from lineage_assets.flink.deploy import submit
+
+    the_pipelines = FlinkJob("j1", "iceberg-ingestion", "RUNNING", 1_000)
+    cluster = Cluster([the_pipelines], "j2", 2_000, name="iceberg-ingestion-copy")  # --job-name of a second copy
+    job = submit(cluster, FlinkJobSpec("iceberg-ingestion", Path("job.py")), [], "v1", None)  # type: ignore[arg-type]
     assert (job.jid, cluster.cancelled) == ("j2", [])
