@@ -24,6 +24,7 @@ from lineage_assets.connect.assets import build_connect_assets
 from lineage_assets.connect.sensor import build_connector_sensor
 from lineage_assets.conservation.stores import count_store_path
 from lineage_assets.flink.iceberg_ingestion_asset import build_iceberg_ingestion_asset
+from lineage_assets.flink.runs_once import build_runs_once_checks
 from lineage_assets.flink.sensor import build_flink_job_sensor
 from lineage_assets.flink.supplier_stats_stream_asset import build_supplier_stats_stream_asset
 from lineage_assets.flink.version_drift import build_version_drift_checks
@@ -53,6 +54,7 @@ def build_definitions(settings: StackSettings) -> dg.Definitions:
         *build_engine_lineage_check(pipeline),
         build_dead_letter_share_check(pipeline, tunables.dead_letter_max_share),
         *build_version_drift_checks(pipeline),
+        *build_runs_once_checks(pipeline),
         *build_conservation_checks(pipeline, tunables.conservation_pending_warn_s, count_store),
     ]
     streaming_checks = build_streaming_checks_job(pipeline)

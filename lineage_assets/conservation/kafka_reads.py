@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -14,7 +15,6 @@ from lineage_assets.conservation.avro_values import AvroValues, dead_raw_value
 from lineage_assets.conservation.hops import Hop
 from lineage_assets.conservation.kafka_counts import PartitionCount, PartitionSum
 from lineage_assets.conservation.stores import Stores
-from lineage_assets.conservation.window_book import utc_text
 
 
 def tail_starts(
@@ -30,7 +30,8 @@ def tail_starts(
             [TopicPartition(topic, p, since_ms) for p in ranges], timeout=stores.kafka.timeout
         )
     except KafkaException as exc:
-        raise stores.kafka.unavailable(f"finding {topic}'s records stamped from {utc_text(since_ms)}", exc) from exc
+        since = datetime.fromtimestamp(since_ms / 1000, UTC).isoformat(timespec="seconds")
+        raise stores.kafka.unavailable(f"finding {topic}'s records stamped from {since}", exc) from exc
     for tp in timed:
         lo, end = ranges[tp.partition]
         starts[tp.partition] = end if tp.offset < 0 else max(tp.offset, lo)

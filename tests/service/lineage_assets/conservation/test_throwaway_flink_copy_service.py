@@ -20,8 +20,15 @@ from confluent_kafka.admin import AdminClient
 from lineage_assets.checks.conservation import checked_hops
 from lineage_assets.conservation.reconcile import reconcile
 from lineage_assets.conservation.stores import Stores
-from lineage_assets.flink.deploy import ensure_dead_letter_topic, job_environment, order_rule_args, submit
+from lineage_assets.flink.deploy import (
+    SHARED_MODULES,
+    ensure_dead_letter_topic,
+    job_environment,
+    order_rule_args,
+    submit,
+)
 from lineage_assets.flink.iceberg_ingestion_asset import SPEC, job_args
+from lineage_assets.flink.runs_once import runs_once_result
 from lineage_assets.flink.tables import ensure_orders_table
 from lineage_assets.kafka.topics import TopicSpec
 from lineage_assets.lineage import naming
@@ -35,6 +42,8 @@ from tests.service.lineage_assets.conservation.conftest import (
     private_stores,
 )
 from tests.support.engine_waits import wait_for
+from tests.support.outside_flink import cancel, flink
+from tests.support.outside_flink import job_args as recorded_args
 
 pytestmark = pytest.mark.service
 
@@ -42,6 +51,8 @@ NAME = "iceberg-ingestion-throwaway"
 GROUP = NAME
 DLQ = "orders-dlq-flink-throwaway"
 TABLE = "default.orders_throwaway"
+#: the job states Flink's REST API documents for a job that is not finished, written out by hand
+NOT_FINISHED = ("CREATED", "INITIALIZING", "RUNNING", "RESTARTING", "RECONCILING")
 
 
 def with_throwaway(settings, base: Pipeline) -> Pipeline:
@@ -182,3 +193,40 @@ def test_a_flink_copy_declared_by_the_recipe_alone_is_reconciled(settings, pipel
     assert found.in_ - found.pending == expected_in == found.out + found.dead_letters, found.summary()
     (checksum,) = found.values
     assert not checksum.unknown and not checksum.differs, checksum.summary()
+
+
+def active_jobs(settings) -> list[tuple[int, str]]:
+    """(start time, job id) of every job named like the copy that Flink lists as not finished, oldest first."""
+    jobs = flink(settings, "GET", "/jobs/overview")["jobs"]
+    return sorted((j["start-time"], j["jid"]) for j in jobs if j["name"] == NAME and j["state"] in NOT_FINISHED)
+
+
+def test_a_second_copy_started_by_hand_fails_runs_once_naming_both(settings, throwaway_stores, deployed):
+    """An operator starts the copy's script a second time under the same name (Flink's CLI with the arguments the
+    running job records: no deployment, so no lock and no cancel of the later job). ``flink_job_runs_once`` must
+    fail naming both job ids Flink lists, the older one to keep; once the second is cancelled it passes."""
+    client = throwaway_stores.flink
+    resources = throwaway_stores.resources
+    user = flink(settings, "GET", f"/jobs/{deployed.jid}/config")["execution-config"]["user-config"]
+    second = client.submit_python(
+        str(SPEC.script),
+        *recorded_args(settings, deployed.jid),
+        "--version",
+        user["lineage-lab.version"],
+        py_files=tuple(str(p) for p in SHARED_MODULES),
+        env=job_environment(resources.kafka, resources.iceberg),
+    )
+    try:
+        wait_for(f"Flink listing two active {NAME} jobs", lambda: len(active_jobs(settings)) == 2, deadline=180)
+        (_, first), (_, later) = active_jobs(settings)
+        assert {first, later} == {deployed.jid, second}
+        result = runs_once_result(client, NAME)
+        assert not result.passed and result.severity.value == "ERROR", result.description
+        assert f"2 Flink jobs named {NAME} are active" in result.description, result.description
+        assert f"Keep the first ({first})" in result.description and f"flink cancel {later}" in result.description
+        assert result.metadata["active_jobs"].value == 2
+    finally:
+        cancel(settings, second)
+    assert [jid for _, jid in active_jobs(settings)] == [deployed.jid]
+    after = runs_once_result(client, NAME)
+    assert after.passed and deployed.jid in after.description, after.description
