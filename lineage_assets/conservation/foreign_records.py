@@ -9,7 +9,7 @@ record, so an acceptance covers exactly the records it was given.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -88,6 +88,19 @@ class ForeignRecords:
             self.batches.append(Batch(self.topic, (partition, offset)))
         self.batches[-1].runs.setdefault(partition, Run()).add(offset, rows, units)
 
+    @classmethod
+    def of(cls, topic: str, records: Iterable[tuple[int, int]], covered: Mapping[str, str | None]) -> ForeignRecords:
+        """The batches of records (partition, offset) a reader keeps one by one, not as batches: a batch takes the
+        next record unless its acceptance (``covered``: ref -> position, None for any) ends before it."""
+        found = cls(topic)
+        for p, o in sorted(records):
+            last = found.batches[-1] if found.batches else None
+            if last is None or (last.ref in covered and not reaches(covered[last.ref], p, o)):
+                last = Batch(topic, (p, o))
+                found.batches.append(last)
+            last.runs.setdefault(p, Run()).add(o, 1)
+        return found
+
     @property
     def records(self) -> int:
         return sum(b.records for b in self.batches)
@@ -133,3 +146,12 @@ class ForeignRecords:
             Batch(topic, (int(p0), int(o0)), {int(p): Run(*v) for p, v in runs.items()}) for p0, o0, runs in raw or []
         ]
         return cls(topic, batches)
+
+
+def reaches(position: str | None, partition: int, offset: int) -> bool:
+    """Whether an acceptance up to ``position`` (``Batch.position``: ``<partition>@<last offset>,...``; None: any)
+    covers the record at ``offset`` of ``partition``."""
+    if position is None:
+        return True
+    last = dict(part.split("@") for part in position.split(",") if "@" in part).get(str(partition))
+    return last is not None and offset <= int(last)

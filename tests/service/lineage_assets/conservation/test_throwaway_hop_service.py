@@ -12,13 +12,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from confluent_kafka import KafkaError, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from lineage_assets.checks.conservation import checked_hops
 from lineage_assets.connect.client import ConnectClient
 from lineage_assets.connect.configs import CONNECTORS_DIR, render_connector
-from lineage_assets.conservation.reconcile import reconcile
+from lineage_assets.conservation.reconcile import accept, reconcile
 from lineage_assets.conservation.stores import Stores
 from lineage_assets.lineage import naming
 from lineage_assets.lineage.identity import Column, Dataset, Job, Pipeline, _identity_map
@@ -189,3 +189,48 @@ def test_a_copy_declared_by_the_recipe_alone_is_reconciled(settings, pipeline, t
     assert found.dead_letters == expected_dead, found.summary()
     # paused after it committed everything it wrote: what is above its committed offsets is pending, unwritten
     assert found.in_ - found.pending == expected_in == found.out + found.dead_letters, found.summary()
+
+
+def produce_foreign(settings, n: int) -> list[int]:
+    """``n`` records straight into the copy's dead-letter topic, without Connect's error headers (another producer);
+    their offsets in partition 0, from the delivery reports. The topic is made first when the copy dead-lettered
+    nothing yet."""
+    admin = AdminClient({"bootstrap.servers": settings.kafka_bootstrap})
+    for future in admin.create_topics([NewTopic(DLQ, 1, 1)], operation_timeout=15).values():
+        try:
+            future.result(timeout=30)
+        except Exception as exc:
+            assert "TOPIC_ALREADY_EXISTS" in str(exc), exc
+    producer = Producer({"bootstrap.servers": settings.kafka_bootstrap})
+    offsets: list[int] = []
+
+    def delivered(err, msg) -> None:
+        assert err is None, err
+        offsets.append(msg.offset())
+
+    for i in range(n):
+        producer.produce(DLQ, key=f"stray-{i}".encode(), value=b"not a dead letter", partition=0, on_delivery=delivered)
+    assert producer.flush(30) == 0 and len(offsets) == n
+    return sorted(offsets)
+
+
+def test_records_another_producer_put_in_the_dead_letters_are_named_and_accepted(settings, throwaway_stores, deployed):
+    """Three records produced straight into the copy's dead-letter topic name no record of ``orders``: they count in
+    ``dead_letters`` (what the topic holds, whoever wrote it) and are named as one other writer under their first
+    record, up to their last (the producer's delivery reports); accepted, they leave the figure and the hop
+    balances as before. The connector is paused throughout, so nothing else moves but new orders (pending)."""
+    with connector_paused(settings, NAME):
+        (before,) = reconcile(throwaway_stores, jobs=[NAME], confirm_after_s=0)
+        assert before.difference == 0 and before.other_writers == (), before.summary()
+        offsets = produce_foreign(settings, 3)
+        (found,) = reconcile(throwaway_stores, jobs=[NAME], confirm_after_s=0)
+        assert found.dead_letters == before.dead_letters + 3, found.summary()
+        assert (found.status, found.duplicates) == ("duplicates", 3), found.summary()
+        (writer,) = found.other_writers
+        namespace, name = naming.kafka(settings.kafka_bootstrap, DLQ)
+        assert (writer.output, writer.figure, writer.rows) == (f"{namespace}/{name}", "dead_letters", 3)
+        assert (writer.reference, writer.position) == (f"records:{DLQ}:0@{offsets[0]}", f"0@{offsets[-1]}")
+        accept(throwaway_stores, NAME, [writer.reference], by="test")
+        (after,) = reconcile(throwaway_stores, jobs=[NAME], confirm_after_s=0)
+    assert (after.difference, after.dead_letters, after.other_writers) == (0, before.dead_letters, ()), after.summary()
+    assert [w.reference for w in after.accepted] == [writer.reference]

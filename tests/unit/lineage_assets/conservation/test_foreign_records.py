@@ -1,7 +1,7 @@
 """Foreign records' bookkeeping: runs of offsets, batches split at an acceptance, one writer per batch."""
 
 from lineage_assets.conservation.balance import OtherWriter
-from lineage_assets.conservation.foreign_records import Batch, ForeignRecords, Run
+from lineage_assets.conservation.foreign_records import Batch, ForeignRecords, Run, reaches
 
 
 def test_a_run_keeps_its_first_and_last_offset_whatever_the_order():
@@ -90,3 +90,26 @@ def test_the_values_records_claim_add_up_in_a_run_a_merge_and_a_batch():
     (writer,) = foreign.writers("kafka://b/supplier-stats", lambda b: "x", summed=("total_price",))
     assert writer.claimed == (("total_price", 1_005),)
     assert foreign.writers("kafka://b/supplier-stats", lambda b: "x")[0].claimed == ()
+
+
+def test_records_kept_one_by_one_make_one_batch_while_nothing_is_accepted():
+    (batch,) = ForeignRecords.of("dlq", [(0, 9), (0, 3), (1, 4)], {}).batches
+    assert (batch.ref, batch.position, batch.records, batch.rows) == ("records:dlq:0@3", "0@9,1@4", 3, 3)
+
+
+def test_an_acceptance_closes_its_batch_at_its_position_and_later_records_open_the_next():
+    found = ForeignRecords.of("dlq", [(0, 3), (0, 5), (0, 7), (0, 8)], {"records:dlq:0@3": "0@5"})
+    assert [(b.ref, b.position, b.records) for b in found.batches] == [
+        ("records:dlq:0@3", "0@5", 2),
+        ("records:dlq:0@7", "0@8", 2),
+    ]
+
+
+def test_an_acceptance_without_a_position_covers_every_later_record():
+    (batch,) = ForeignRecords.of("dlq", [(0, 3), (0, 50)], {"records:dlq:0@3": None}).batches
+    assert batch.records == 2
+
+
+def test_an_acceptance_reaches_only_the_partitions_and_offsets_its_position_names():
+    assert reaches("0@5,2@9", 2, 9) and reaches("0@5", 0, 0)
+    assert not reaches("0@5,2@9", 0, 6) and not reaches("0@5", 1, 0)
