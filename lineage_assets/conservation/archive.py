@@ -26,12 +26,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from lineage_assets.conservation import acceptances
+from lineage_assets.conservation import copy_dead_letters
 from lineage_assets.conservation.archive_keys import object_key
 from lineage_assets.conservation.archive_listing import OUTSIDE, Listing, rotation_note
 from lineage_assets.conservation.archive_objects import (
     Figures,
-    dead_letter_handler,
     fact_checksum,
     fact_lines,
     heads,
@@ -41,7 +40,7 @@ from lineage_assets.conservation.archive_run import ArchiveRun, Cut, take_cut
 from lineage_assets.conservation.archive_values import archive_values, line_weigher
 from lineage_assets.conservation.archive_walk import Placed, between, hole_text, offsets_of, walk
 from lineage_assets.conservation.balance import HopBalance, OtherWriter
-from lineage_assets.conservation.foreign_records import ForeignRecords
+from lineage_assets.conservation.copy_dead_letters import DeadLetters, connect_source, foreign_writers
 from lineage_assets.conservation.hops import Hop
 from lineage_assets.conservation.kafka_counts import PartitionCount
 from lineage_assets.conservation.kafka_reads import oldest_stamp
@@ -87,54 +86,6 @@ def object_lines_now(run: ArchiveRun, listing: Listing) -> tuple[dict[str, Figur
     )
     figures.update((key, (fact_lines(fact), fact_checksum(fact))) for key, fact in standing.items())
     return figures, read_now, set(run.absent) | set(newly_gone) | set(dropped)
-
-
-@dataclass
-class DeadLetters:
-    """The input records dead-lettered (partition -> offsets), the dead-letter topic's records that name no record
-    of the input (another producer's, in batches), and the records dead-lettered again (counted once)."""
-
-    sources: dict[int, set[int]]
-    foreign: ForeignRecords
-    repeated: int = 0
-
-
-def dead_letters_of(run: ArchiveRun) -> DeadLetters:
-    """The dead letters' sources in the input, scanned incrementally; the records without a source in it are
-    another producer's: counted like every other writer's, in batches that acceptances close."""
-    hop, counts = run.hop, run.stores.counts
-    found = DeadLetters({p: set() for p in run.partitions}, ForeignRecords(""))
-    if hop.dead_letters is None:
-        return found
-    run.stores.kafka.scan(
-        f"archive/{run.job}/dlq", hop.dead_letters.name, dead_letter_handler(run.stores, run.dead_kind)
-    )
-    foreign: list[tuple[int, int]] = []
-    for at, text in counts.facts(run.dead_kind).items():
-        source = json.loads(text)
-        if source["topic"] != run.topic or source["partition"] not in found.sources or source["offset"] is None:
-            partition, _, offset = at.partition(":")
-            foreign.append((int(partition), int(offset)))
-        elif source["offset"] in found.sources[source["partition"]]:
-            found.repeated += 1
-        else:
-            found.sources[source["partition"]].add(source["offset"])
-    found.foreign = ForeignRecords.of(hop.dead_letters.name, foreign, acceptances.covered(counts, run.job))
-    return found
-
-
-def foreign_writers(run: ArchiveRun, dead: DeadLetters) -> tuple[OtherWriter, ...]:
-    """One other writer per batch of the dead-letter topic's records that name no record of the input."""
-    if run.hop.dead_letters is None:
-        return ()
-    return dead.foreign.writers(
-        run.hop.dead_letters.qualified_name,
-        lambda b: (
-            f"{b.records} records without Connect's error headers for {run.topic} (another producer), "
-            f"{dead.foreign.topic} offsets {b.spans()}"
-        ),
-        figure="dead_letters",
-    )
 
 
 @dataclass
@@ -298,7 +249,7 @@ def notes_of(
         verification,
         f"dead letters: distinct records of {topic} below the committed offsets that {dlq_name} "
         "holds (its __connect.errors.* headers, scanned incrementally); dead letters at or above them are pending"
-        + (f"; {dead.repeated} dead-lettered again (counted once)" if dead.repeated else "")
+        + (f"; {len(dead.again)} dead-lettered again (counted once)" if dead.again else "")
         + (
             f"; {dead.foreign.records} without a source in {topic}: another producer's, counted and named per batch"
             if dead.foreign.records
@@ -334,7 +285,9 @@ def balance(hop: Hop, stores: Stores) -> HopBalance:
     cut = take_cut(run)
     figures, read_now, was_there = object_lines_now(run, cut.listing)
     lines = {key: n for key, (n, _) in figures.items()}
-    dead = dead_letters_of(run)
+    dead = copy_dead_letters.read(
+        stores, hop, connect_source, (run.dead_kind, f"archive/{run.job}/dlq"), run.partitions
+    )
     pos = positions_of(run, cut, lines, dead)
     walked = walk_partitions(run, cut, lines, dead, pos, was_there)
     named = {w.reference.removeprefix("object:") for w in walked.writers if w.reference.startswith("object:")}
@@ -349,7 +302,7 @@ def balance(hop: Hop, stores: Stores) -> HopBalance:
         dead_letters=walked.dead + dead.foreign.rows,
         pending=walked.pending,
         range={"topic": run.topic, "archive": f"s3://{run.bucket}/{run.prefix}", "partitions": walked.ranges},
-        other_writers=(*walked.writers, *foreign_writers(run, dead)),
+        other_writers=(*walked.writers, *foreign_writers(hop, dead)),
         pending_since=oldest_stamp(stores, run.topic, walked.first_pending) if walked.pending else None,
         notes=tuple(notes_of(run, cut, lines, read_now, dead, walked, verification)) + values_note(run),
         values=values,

@@ -10,18 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
-from confluent_kafka import Message
 
 from lineage_assets.conservation.archive_listing import s3_unavailable
-from lineage_assets.conservation.stores import Stores
-
-#: Connect's dead-letter context headers (errors.deadletterqueue.context.headers.enable)
-ERROR_TOPIC, ERROR_PARTITION, ERROR_OFFSET = (
-    "__connect.errors.topic",
-    "__connect.errors.partition",
-    "__connect.errors.offset",
-)
-
 
 GET_THREADS = 8
 
@@ -155,19 +145,3 @@ def heads(s3: Any, bucket: str, keys: Iterable[str], endpoint: str) -> dict[str,
         return {}
     with ThreadPoolExecutor(GET_THREADS) as pool:
         return dict(pool.map(head, todo))
-
-
-def dead_letter_handler(stores: Stores, kind: str) -> Callable[[Message], None]:
-    """Remember each dead letter's source (topic, partition, offset) by its own position in the DLQ."""
-
-    def handle(msg: Message) -> None:
-        headers = {k: (v.decode("utf-8", "replace") if v is not None else None) for k, v in msg.headers() or []}
-        source = {"topic": headers.get(ERROR_TOPIC), "partition": None, "offset": None}
-        try:
-            source["partition"] = int(headers[ERROR_PARTITION])  # type: ignore[arg-type]
-            source["offset"] = int(headers[ERROR_OFFSET])  # type: ignore[arg-type]
-        except (KeyError, TypeError, ValueError):
-            pass  # not written by Connect's error handling: counted apart
-        stores.counts.put_facts(kind, {f"{msg.partition()}:{msg.offset()}": json.dumps(source)})
-
-    return handle

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lineage_assets.conservation.balance import HopBalance, OtherWriter
+from lineage_assets.conservation.copy_dead_letters import DeadLetters, foreign_writers
 from lineage_assets.conservation.hops import Hop
-from lineage_assets.conservation.iceberg_dead_letters import DeadLetterTally
 from lineage_assets.conservation.iceberg_snapshots import (
     HistoryReset,
     SnapshotFact,
@@ -29,7 +29,7 @@ class Figures:
     chain: list[SnapshotFact]
     chain_break: int | None
     resets: list[HistoryReset]
-    tally: DeadLetterTally
+    dead: DeadLetters
     range: dict[str, Any]
     cut: str = ""
     notes: tuple[str, ...] = ()
@@ -37,6 +37,8 @@ class Figures:
     values: tuple[ValueBalance, ...] = ()
     #: snapshot id -> the checksum it changed by (an other writer's claim, taken out when it is accepted)
     nets: dict[int, int] = field(default_factory=dict)
+    #: the group's committed offsets C at the cut, which the dead letters are read against
+    committed: dict[int, int] = field(default_factory=dict)
 
 
 def claiming(writer: OtherWriter, net: int | None) -> OtherWriter:
@@ -49,12 +51,7 @@ def assemble(hop: Hop, fig: Figures) -> HopBalance:
     writers = [claiming(w, fig.nets.get(f.snapshot_id)) for f in fig.chain if (w := other_writer(output, f))]
     writers.reverse()  # oldest first: the order they happened
     writers += [OtherWriter(output, r.describe(), r.rows, f"reset:{r.old_head}->{r.new_head}") for r in fig.resets]
-    if hop.dead_letters is not None:
-        writers += fig.tally.foreign.writers(
-            hop.dead_letters.qualified_name,
-            lambda b: f"{b.records} records that are no dead letter of {hop.input.name}, {b.topic} offsets {b.spans()}",
-            figure="dead_letters",
-        )
+    writers += foreign_writers(hop, fig.dead)
     flink_rows = sum(f.net for f in fig.chain if f.by_flink)
     others = sum(f.net for f in fig.chain if not f.by_flink)
     rewrites = [f.snapshot_id for f in fig.chain if f.is_rewrite]
@@ -66,7 +63,7 @@ def assemble(hop: Hop, fig: Figures) -> HopBalance:
         f"(total-records less position deletes, no data read); the job's snapshots in its history add {flink_rows}, "
         f"other writers {others:+d}",
         f"dead letters: records of {hop.dead_letters.name if hop.dead_letters else 'the DLQ'} whose source offset is "
-        f"below the committed offsets ({fig.tally.ahead_count} more are ahead of them, counted with pending)",
+        f"below the committed offsets ({fig.dead.ahead(fig.committed)} more are ahead of them, counted with pending)",
         "counts of Kafka are remembered as marks and the snapshots as facts, so they hold after retention or "
         "snapshot expiry; a run reads only new records and snapshots",
     ]
@@ -84,7 +81,8 @@ def assemble(hop: Hop, fig: Figures) -> HopBalance:
         outputs=hop.output_names,
         in_=fig.below_end,
         out=fig.held,
-        dead_letters=fig.tally.dead_letters + fig.tally.foreign.rows,
+        # exactly-once: a dead letter written again is the job's duplicate, so each counts
+        dead_letters=fig.dead.below(fig.committed, repeats=True) + fig.dead.foreign.rows,
         pending=fig.below_end - fig.below_committed,
         range=fig.range,
         other_writers=tuple(writers),

@@ -13,11 +13,11 @@ other writers named (an idle stream: no wait). Every figure comes from what the 
   deletes): no data file is read. Every snapshot of the current snapshot's ancestry is classified once (remembered as
   facts): written by the Flink job (its summary carries ``flink.job-id``) or by another writer, whose net row change
   is named as an ``OtherWriter``. A ``replace`` snapshot (a compaction: the same rows in other files) is not named.
-- ``dead_letters``: the DLQ records whose source offset lies below C, tallied by scanning only the DLQ records not
-  seen before (the DLQ is small; its records carry ``src_partition``/``src_offset``), so a DLQ transaction that
-  commits before the offsets do cannot count a record twice (once dead, once pending). DLQ records that are no dead
-  letter of the input (another producer's) are counted too, like every hop's other writers (``HopBalance``), and
-  named per batch (``foreign_records``, figure ``dead_letters``).
+- ``dead_letters``: the DLQ records whose source offset lies below C (``copy_dead_letters``: only the DLQ records
+  not seen before are read; its records carry ``src_partition``/``src_offset``), so a DLQ transaction that commits
+  before the offsets do cannot count a record twice (once dead, once pending). DLQ records that are no dead letter
+  of the input (another producer's) are counted too, like every hop's other writers (``HopBalance``), and named per
+  batch (figure ``dead_letters``).
 """
 
 from __future__ import annotations
@@ -28,13 +28,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from confluent_kafka import Message
-
-from lineage_assets.conservation import acceptances
+from lineage_assets.conservation import copy_dead_letters
 from lineage_assets.conservation.balance import HopBalance
+from lineage_assets.conservation.copy_dead_letters import DeadLetters, flink_source
 from lineage_assets.conservation.foreign_records import ForeignRecords
 from lineage_assets.conservation.hops import Hop
-from lineage_assets.conservation.iceberg_dead_letters import DeadLetterTally, dead_letter_source
 from lineage_assets.conservation.iceberg_figures import Figures, assemble
 from lineage_assets.conservation.iceberg_snapshots import (
     HistoryReset,
@@ -50,10 +48,12 @@ from lineage_assets.conservation.stores import Stores
 
 #: facts (CountStore) this reader keeps under the job's name: one per snapshot classified, the last head seen and
 #: the history resets found (both per table UUID: a table dropped and created again starts a history of its own),
-#: and the dead-letter tally; the incremental DLQ scan (``KafkaCounter.scan``) is named like the tally
+#: and one per DLQ record (its source); the incremental DLQ scan (``KafkaCounter.scan``) is named like the tally of
+#: dead letters kept before (one fact per DLQ, read as it was left)
 SNAPSHOT_FACTS = "{job}/snapshots"
 HISTORY_FACTS = "{job}/history"
-DLQ_FACTS = "{job}/dead-letters"
+SOURCE_FACTS = "{job}/dead-letter-sources"
+TALLY_FACTS = "{job}/dead-letters"
 #: looks at the three commit points before the last one is used even though something moved
 CUT_ATTEMPTS = 6
 CUT_PAUSE_S = 1.5
@@ -130,38 +130,23 @@ def _snapshot_facts(stores: Stores, kind: str) -> dict[int, SnapshotFact]:
     return {int(k): SnapshotFact.from_json(v) for k, v in stores.counts.facts(kind).items()}
 
 
-def _tally_dead_letters(stores: Stores, hop: Hop, committed: dict[int, int]) -> tuple[DeadLetterTally, list[str]]:
-    """The tally brought up to the DLQ's end now, settled against C; the scan resumes where the tally stopped (so
-    a run that stopped between the scan and saving the tally reads those records again, never skips them)."""
-    notes: list[str] = []
-    if hop.dead_letters is None:
-        return DeadLetterTally(), notes
-    dlq, topic = hop.dead_letters.name, hop.input.name
-    kind = DLQ_FACTS.format(job=hop.job.name)
-    stored = stores.counts.facts(kind).get(dlq)
-    tally = DeadLetterTally.from_json(stored, dlq) if stored else DeadLetterTally(foreign=ForeignRecords(dlq))
-    accepted = frozenset(acceptances.covered(stores.counts, hop.job.name))
-    back = tally.moved_back(committed)
-    if back:
-        notes.append(
-            f"group offsets moved back ({back}): dead letters re-tallied from the DLQ's log start (those retention "
-            "deleted are no longer counted)"
-        )
-        tally = DeadLetterTally(foreign=ForeignRecords(dlq))
-    for partition in stores.kafka.offsets(dlq):
-        stores.counts.set_scan_position(kind, dlq, partition, tally.tallied.get(partition, 0))
-
-    def handle(msg: Message) -> None:
-        source = dead_letter_source(msg.value(), topic)
-        if source is None:
-            tally.add_foreign(msg.partition(), msg.offset(), accepted)
-        else:
-            tally.add(*source)
-
-    tally.tallied = dict(stores.kafka.scan(kind, dlq, handle))
-    tally.settle(committed)
-    stores.counts.put_facts(kind, {dlq: tally.to_json()})
-    return tally, notes
+def _dead_letters(stores: Stores, hop: Hop, partitions: list[int]) -> DeadLetters:
+    """The DLQ's records by source (``copy_dead_letters``). A tally this reader kept before carries on as it was:
+    its counts below C, its sources ahead of C and its foreign batches, the scan going on from where it stopped."""
+    job = hop.job.name
+    kinds = (SOURCE_FACTS.format(job=job), TALLY_FACTS.format(job=job))  # the scan keeps the tally's name
+    dlq = hop.dead_letters.name if hop.dead_letters else ""
+    old = stores.counts.facts(kinds[1]).get(dlq) if dlq else None
+    tally = json.loads(old) if old else {}
+    if tally and not stores.counts.facts(kinds[0]):  # (no record scanned since: it goes on from the tally)
+        for partition, offset in tally["tallied"].items():
+            stores.counts.set_scan_position(kinds[1], dlq, int(partition), offset)
+    dead = copy_dead_letters.read(stores, hop, flink_source, kinds, partitions)
+    dead.carried = {int(p): n for p, n in tally.get("below", {}).items()}
+    for partition, offsets in tally.get("ahead", {}).items():
+        dead.sources.setdefault(int(partition), set()).update(offsets)
+    dead.foreign.batches[:0] = ForeignRecords.from_json(dlq, tally.get("foreign_batches")).batches
+    return dead
 
 
 ONE_LOOK = (
@@ -257,7 +242,7 @@ def _balance_at(
         p: committed[p] for p in partitions if counted[(p, look.end[p])].records > counted[(p, committed[p])].records
     }
 
-    tally, dlq_notes = _tally_dead_letters(stores, hop, committed)
+    dead = _dead_letters(stores, hop, partitions)
     checkpoint = next((f.checkpoint for f in chain if f.by_flink and f.checkpoint is not None), None)
     rng: dict[str, Any] = {
         f"{topic} offsets": {p: [counted[(p, look.end[p])].start, look.end[p]] for p in partitions},
@@ -265,9 +250,9 @@ def _balance_at(
         "group": group,
         "snapshot": look.head,
         "checkpoint": checkpoint,
-        f"{hop.dead_letters.name if hop.dead_letters else 'dlq'} offsets": tally.tallied,
+        f"{hop.dead_letters.name if hop.dead_letters else 'dlq'} offsets": dead.scanned,
     }
-    notes = [f"group {group} ({group_from})", *dlq_notes]
+    notes = [f"group {group} ({group_from})"]
     uncounted = {p: c.uncounted_before for p in partitions if (c := counted[(p, look.end[p])]).uncounted_before}
     if uncounted:
         notes.append(
@@ -284,12 +269,13 @@ def _balance_at(
         chain=chain,
         chain_break=chain_break,
         resets=resets,
-        tally=tally,
+        dead=dead,
         range=rng,
         cut=f"the group's offsets C, then the current snapshot, the DLQ end and the LSO, then C again; {how}",
         notes=tuple(notes),
         pending_since=oldest_stamp(stores, topic, starts) if pending_age else None,
         values=values,
         nets=nets,
+        committed=committed,
     )
     return assemble(hop, figures)

@@ -33,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from lineage_assets.conservation.archive_keys import place_of
+from lineage_assets.conservation.copy_dead_letters import connect_source, flink_source, named_in
 from lineage_assets.conservation.hops import Hop
 from lineage_assets.conservation.key_audit_compare import (
     EXAMPLES,
@@ -47,9 +48,7 @@ from lineage_assets.conservation.key_audit_compare import (
 )
 from lineage_assets.conservation.key_audit_reads import (
     THREADS,
-    connect_source,
     count_ids,
-    flink_source,
     list_starts,
     object_ids,
     oldest_ms,
@@ -77,7 +76,7 @@ def audit_iceberg(hop: Hop, stores: Stores) -> KeyAudit:
     result = KeyAudit(hop.job.name, topic, spans)
     records = read_range(stores, topic, spans)
     dead = (
-        read_dead_letters(stores, hop.dead_letters.name, flink_source(topic), oldest_ms(records))
+        read_dead_letters(stores, hop.dead_letters.name, named_in(flink_source, topic), oldest_ms(records))
         if hop.dead_letters is not None
         else {}
     )
@@ -246,7 +245,7 @@ def audit_archive(hop: Hop, stores: Stores) -> KeyAudit:
     objects = objects_around(stores, bucket, prefix, topic, spans, ranges, endpoint)
     records, aborted = records_as_the_sink_read(stores, topic, spans, objects)
     dead = (
-        read_dead_letters(stores, hop.dead_letters.name, connect_source(topic), oldest_ms(records))
+        read_dead_letters(stores, hop.dead_letters.name, named_in(connect_source, topic), oldest_ms(records))
         if hop.dead_letters is not None
         else {}
     )

@@ -14,9 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from botocore.exceptions import BotoCoreError, ClientError
 
-from lineage_assets.conservation import iceberg_dead_letters
 from lineage_assets.conservation.archive_listing import s3_unavailable
-from lineage_assets.conservation.archive_objects import ERROR_OFFSET, ERROR_PARTITION, ERROR_TOPIC
 from lineage_assets.conservation.avro_values import AvroValues
 from lineage_assets.conservation.balance import StoreUnavailable
 from lineage_assets.conservation.kafka_reads import tail_starts
@@ -73,26 +71,6 @@ def read_dead_letters(stores: Stores, dlq: str, source_of, since_ms: int) -> dic
     finally:
         consumer.close()
     return found
-
-
-def flink_source(topic: str):
-    def source_of(msg) -> tuple[int, int] | None:
-        return iceberg_dead_letters.dead_letter_source(msg.value(), topic)
-
-    return source_of
-
-
-def connect_source(topic: str):
-    def source_of(msg) -> tuple[int, int] | None:
-        headers = {k: (v.decode("utf-8", "replace") if v is not None else None) for k, v in msg.headers() or []}
-        if headers.get(ERROR_TOPIC) != topic:
-            return None
-        try:
-            return int(headers[ERROR_PARTITION] or ""), int(headers[ERROR_OFFSET] or "")
-        except (KeyError, ValueError):
-            return None
-
-    return source_of
 
 
 def skips(rows: list[RangeRecord], start: int, stop: int) -> bool:

@@ -10,9 +10,10 @@ from lineage_assets.conservation import acceptances
 from lineage_assets.conservation import reconcile as rec
 from lineage_assets.conservation.acceptances import AcceptanceError
 from lineage_assets.conservation.balance import HopBalance, OtherWriter
+from lineage_assets.conservation.copy_dead_letters import DeadLetters
 from lineage_assets.conservation.count_store import CountStore
+from lineage_assets.conservation.foreign_records import ForeignRecords
 from lineage_assets.conservation.hops import hops
-from lineage_assets.conservation.iceberg_dead_letters import DeadLetterTally
 from lineage_assets.conservation.iceberg_figures import Figures, assemble
 from lineage_assets.conservation.iceberg_snapshots import classify
 from lineage_assets.conservation.source_tally import RecordInfo, Settled, Tally, counted
@@ -131,7 +132,7 @@ def test_supplier_stats_accept_revoke_and_later_records(counts):
 # --- iceberg-ingestion: a pyiceberg delete in the table, a foreign record in the DLQ --------------------------
 
 
-def iceberg(tally: DeadLetterTally, counts: CountStore) -> HopBalance:
+def iceberg(dead: DeadLetters, counts: CountStore) -> HopBalance:
     """100 orders in: 97 rows by the job (10 of them deleted by pyiceberg: 87 held) and 3 dead letters."""
     delete = classify(
         5,
@@ -140,15 +141,13 @@ def iceberg(tally: DeadLetterTally, counts: CountStore) -> HopBalance:
         "delete",
         {"deleted-data-files": "1", "deleted-records": "10", "total-records": "87", "engine-name": "pyiceberg"},
     )
-    figures = Figures(100, 100, delete, 87, "", [delete], None, [], tally, {})
+    figures = Figures(100, 100, delete, 87, "", [delete], None, [], dead, {}, committed={0: 10})
     return judged(assemble(HOPS["iceberg-ingestion"], figures), counts)
 
 
 def test_iceberg_ingestion_accepts_a_snapshot_and_a_dlq_batch_each_from_its_own_figure(counts):
-    tally = DeadLetterTally(below={0: 3})
-    tally.foreign.topic = "orders-dlq-flink"
-    tally.add_foreign(0, 40)
-    b = iceberg(tally, counts)
+    dead = DeadLetters({0: {1, 2, 3}}, ForeignRecords.of("orders-dlq-flink", [(0, 40)], {}))
+    b = iceberg(dead, counts)
     # 100 - 87 - (3 + 1 foreign) = 9 missing: the 10 deleted less the foreign DLQ record
     assert (b.out, b.dead_letters, b.missing) == (87, 4, 9)
     assert [(w.ref, w.figure, w.rows) for w in b.other_writers] == [
@@ -156,17 +155,18 @@ def test_iceberg_ingestion_accepts_a_snapshot_and_a_dlq_batch_each_from_its_own_
         ("records:orders-dlq-flink:0@40", "dead_letters", 1),
     ]
     acceptances.record(counts, "iceberg-ingestion", b.other_writers, by="cy", at=AT)
-    b = iceberg(tally, counts)
+    b = iceberg(dead, counts)
     assert (b.out, b.dead_letters, b.status, b.other_writers) == (97, 3, "balanced", ())
 
-    accepted = frozenset(acceptances.covered(counts, "iceberg-ingestion"))
-    tally.add_foreign(0, 41, accepted)  # a later foreign record: named again, the snapshot stays accepted
-    b = iceberg(tally, counts)
+    # a later foreign record, the reader's batches rebuilt: named again, the snapshot stays accepted
+    covered = acceptances.covered(counts, "iceberg-ingestion")
+    dead.foreign = ForeignRecords.of("orders-dlq-flink", [(0, 40), (0, 41)], covered)
+    b = iceberg(dead, counts)
     assert (b.out, b.dead_letters, b.duplicates) == (97, 4, 1)
     assert [w.ref for w in b.other_writers] == ["records:orders-dlq-flink:0@41"]
 
     acceptances.revoke(counts, "iceberg-ingestion", ["snapshot:5"])
-    b = iceberg(tally, counts)
+    b = iceberg(dead, counts)
     # the DLQ holds 3 + 2 foreign, the first foreign one still accepted: 4; 100 - 87 - 4 = 9 missing
     assert (b.out, b.dead_letters, b.missing) == (87, 4, 9)
 

@@ -11,9 +11,9 @@ import pytest
 
 from infra.settings import StackSettings
 from lineage_assets.conservation.balance import HopBalance, OtherWriter, StoreUnavailable
+from lineage_assets.conservation.copy_dead_letters import DeadLetters
 from lineage_assets.conservation.foreign_records import ForeignRecords
 from lineage_assets.conservation.hops import hops
-from lineage_assets.conservation.iceberg_dead_letters import DeadLetterTally, dead_letter_source
 from lineage_assets.conservation.iceberg_figures import Figures, assemble
 from lineage_assets.conservation.iceberg_ingestion_hop import Look, settled, take_cut
 from lineage_assets.conservation.iceberg_snapshots import (
@@ -137,32 +137,6 @@ def test_history_reset_counts_the_abandoned_snapshots():
     assert history_reset(None, new_chain, facts, T0) is None
 
 
-def test_dead_letter_tally_counts_only_below_the_committed_offsets():
-    tally = DeadLetterTally(foreign=ForeignRecords("orders-dlq-flink"))
-    for partition, offset in [(0, 3), (0, 50), (1, 7), (0, 3)]:  # offset 3 dead-lettered twice: a duplicate
-        tally.add(partition, offset)
-    tally.add_foreign(0, 9)
-    tally.settle({0: 10, 1: 5})
-    assert tally.dead_letters == 2 and tally.below == {0: 2} and tally.ahead == {0: [50], 1: [7]}
-    assert tally.ahead_count == 2 and tally.foreign.records == 1
-    tally.settle({0: 51, 1: 8})
-    assert tally.dead_letters == 4 and tally.ahead == {}
-    assert tally.moved_back({0: 51, 1: 8}) == {}
-    assert tally.moved_back({0: 20, 1: 8}) == {0: (51, 20)}
-    tally.tallied = {0: 12}
-    again = DeadLetterTally.from_json(tally.to_json(), "orders-dlq-flink")
-    assert again == tally
-
-
-def test_dead_letter_source_reads_the_jobs_json_only():
-    record = {"src_topic": "orders", "src_partition": 2, "src_offset": 41, "reason": "bad magic byte"}
-    assert dead_letter_source(json.dumps(record).encode(), "orders") == (2, 41)
-    assert dead_letter_source(json.dumps({**record, "src_topic": "other"}).encode(), "orders") is None
-    assert dead_letter_source(b"not json", "orders") is None
-    assert dead_letter_source(None, "orders") is None
-    assert dead_letter_source(b"[1, 2]", "orders") is None
-
-
 def _look(c: int, head: int, dlq: int) -> Look:
     return Look({0: c}, head, {0: dlq}, {0: c + 5}, table=None)
 
@@ -199,7 +173,7 @@ def _figures(**kw) -> Figures:
         fact(2, 1, "append", {**FLINK_APPEND, "added-records": "80"}, ts=T0 + 1000),
         fact(1, None, "append", {**FLINK_APPEND, "added-records": "120"}),
     ]
-    tally = DeadLetterTally(below={0: 3}, ahead={1: [70]})
+    dead = DeadLetters({0: {1, 2, 3}, 1: {70}}, ForeignRecords("orders-dlq-flink"))  # 3 below C, 1 ahead
     base = dict(
         below_end=208,
         below_committed=203,
@@ -209,10 +183,11 @@ def _figures(**kw) -> Figures:
         chain=chain,
         chain_break=None,
         resets=[],
-        tally=tally,
+        dead=dead,
         range={"snapshot": 4},
         cut="stable",
         pending_since=1_795_642_900.0,
+        committed={0: 10, 1: 50},
     )
     base.update(kw)
     return Figures(**base)
@@ -239,12 +214,10 @@ def test_assemble_reports_a_deletion_as_missing():
 def test_assemble_names_resets_foreign_dead_letters_and_breaks():
     from lineage_assets.conservation.iceberg_snapshots import HistoryReset
 
-    tally = DeadLetterTally(below={0: 3}, foreign=ForeignRecords("orders-dlq-flink"))
-    tally.add_foreign(0, 4)
-    tally.add_foreign(0, 5)
+    dead = DeadLetters({0: {1, 2, 3}}, ForeignRecords.of("orders-dlq-flink", [(0, 4), (0, 5)], {}))
     b = assemble(
         _hop(),
-        _figures(tally=tally, resets=[HistoryReset(9, 4, 1, -25, T0)], chain_break=1, chain=_figures().chain[:3]),
+        _figures(dead=dead, resets=[HistoryReset(9, 4, 1, -25, T0)], chain_break=1, chain=_figures().chain[:3]),
     )
     table, dlq = _hop().output.qualified_name, _hop().dead_letters.qualified_name
     assert [(w.output, w.rows) for w in b.other_writers] == [(table, -10), (table, 10), (table, -25), (dlq, 2)]
@@ -320,11 +293,10 @@ def test_assemble_says_what_each_figure_means_and_names_every_change():
 
     from lineage_assets.conservation.iceberg_snapshots import HistoryReset
 
-    tally = DeadLetterTally(below={0: 3}, foreign=ForeignRecords("orders-dlq-flink"))
-    tally.add_foreign(0, 4)
+    dead = DeadLetters({0: {1, 2, 3}}, ForeignRecords.of("orders-dlq-flink", [(0, 4)], {}))
     chain = [*_figures().chain[:3], fact(7, 1, "replace", SPARK_REWRITE)]
     resets = [HistoryReset(9, 4, 1, -25, T0)]
-    b = assemble(_hop(), _figures(tally=tally, resets=resets, chain_break=1, chain=chain, notes=("a reader's note",)))
+    b = assemble(_hop(), _figures(dead=dead, resets=resets, chain_break=1, chain=chain, notes=("a reader's note",)))
     assert (b.job, b.input, b.outputs, b.range) == (
         "iceberg-ingestion",
         _hop().input.qualified_name,
@@ -379,37 +351,12 @@ def test_the_summary_figures_an_empty_text_is_zero_or_unknown():
         "it has 2 equality deletes, whose effect on the row count only a data scan shows; compact the table (e.g. "
         "Spark `CALL system.rewrite_data_files` with delete-file-threshold 1) and reconcile again",
     )
-    assert dead_letter_source(None, "orders") is None
 
 
 def test_ancestry_stops_at_a_cycle():
     facts = {2: fact(2, 1, "append", {}), 1: fact(1, 2, "append", {})}
     chain, broken = ancestry(2, facts)
     assert ([f.snapshot_id for f in chain], broken) == ([2, 1], 2)
-
-
-def test_dead_letters_move_below_c_at_c_exactly_and_a_new_partition_counts_from_nothing():
-    tally = DeadLetterTally()
-    tally.add(0, 9)
-    tally.add(0, 10)
-    tally.add(2, 0)
-    tally.settle({0: 10})  # partition 2 has no committed offset: all of it stays ahead
-    assert (tally.below, tally.ahead, tally.committed) == ({0: 1}, {0: [10], 2: [0]}, {0: 10})
-    tally.settle({0: 9, 1: 0, 2: 1})  # C went back on 0: what is below stays; the highest C is kept
-    assert (tally.below, tally.ahead, tally.committed) == ({0: 1, 2: 1}, {0: [10]}, {0: 10, 1: 0, 2: 1})
-
-
-def test_moved_back_only_for_a_known_partition_whose_offset_went_back():
-    tally = DeadLetterTally(committed={0: 5, 1: 1})
-    assert tally.moved_back({0: 0, 1: 1, 2: 0, 3: -1}) == {0: (5, 0)}
-    assert tally.moved_back({1: 0}) == {1: (1, 0)}
-    assert DeadLetterTally(committed={0: 0}).moved_back({0: -1, 1: 0}) == {}
-
-
-def test_a_partition_never_committed_is_remembered_below_every_offset():
-    tally = DeadLetterTally()
-    tally.settle({3: -1001})
-    assert tally.committed == {3: -1}
 
 
 def test_a_rewrite_is_a_replace_that_keeps_the_rows():
@@ -419,3 +366,33 @@ def test_a_rewrite_is_a_replace_that_keeps_the_rows():
     assert not is_rewrite("replace", -1)
     assert not is_rewrite("replace", 1)
     assert not is_rewrite("overwrite", 0)
+
+
+def test_a_tally_kept_before_carries_on_and_the_scan_goes_on_from_where_it_stopped(tmp_path):
+    from lineage_assets.conservation.count_store import CountStore
+    from lineage_assets.conservation.iceberg_ingestion_hop import _dead_letters
+
+    counts = CountStore(tmp_path / "counts.sqlite")
+    old = {
+        "below": {"0": 4},
+        "ahead": {"1": [70]},
+        "committed": {"0": 10, "1": 50},
+        "foreign_batches": [[0, 2, {"0": [1, 1, 2, 2, 0]}]],
+        "tallied": {"0": 9},
+    }
+    counts.put_facts("iceberg-ingestion/dead-letters", {"orders-dlq-flink": json.dumps(old)})
+    started: list[int | None] = []
+
+    class Kafka:
+        def scan(self, name, topic, handle):
+            started.append(counts.scan_position(name, topic, 0))
+            body = {"src_topic": "orders", "src_partition": 0, "src_offset": 12}
+            handle(SimpleNamespace(partition=lambda: 0, offset=lambda: 9, value=lambda: json.dumps(body).encode()))
+            return {0: 10}
+
+    stores = SimpleNamespace(counts=counts, kafka=Kafka())
+    dead = _dead_letters(stores, _hop(), [0, 1, 2])  # type: ignore[arg-type]
+    assert started == [9]  # the tally's own place in the DLQ
+    assert (dead.carried, dead.sources, dead.scanned) == ({0: 4}, {0: {12}, 1: {70}, 2: set()}, {0: 10})
+    assert [(b.ref, b.records) for b in dead.foreign.batches] == [("records:orders-dlq-flink:0@2", 1)]
+    assert (dead.below({0: 13, 1: 50}), dead.ahead({0: 13, 1: 50})) == (5, 1)
