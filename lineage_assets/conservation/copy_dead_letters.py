@@ -95,12 +95,19 @@ def read(stores: Stores, hop: Hop, parse: Parse, kinds: tuple[str, str], partiti
         return found
     dlq, topic = hop.dead_letters.name, hop.input.name
 
+    parsed: dict[str, str] = {}  # kept once per partition scanned, before the scan's position moves past it
+
     def remember(msg: Message) -> None:
         named, partition, offset = parse(msg)
-        source = {"topic": named, "partition": partition, "offset": offset}
-        stores.counts.put_facts(facts_kind, {f"{msg.partition()}:{msg.offset()}": json.dumps(source)})
+        parsed[f"{msg.partition()}:{msg.offset()}"] = json.dumps(
+            {"topic": named, "partition": partition, "offset": offset}
+        )
 
-    found.scanned = dict(stores.kafka.scan(scan, dlq, remember))
+    def keep() -> None:
+        stores.counts.put_facts(facts_kind, parsed)
+        parsed.clear()
+
+    found.scanned = dict(stores.kafka.scan(scan, dlq, remember, keep))
     foreign: list[tuple[int, int]] = []
     for at, text in stores.counts.facts(facts_kind).items():
         source = json.loads(text)

@@ -265,9 +265,12 @@ class KafkaCounter:
                 if not targets:
                     return
 
-    def scan(self, name: str, topic: str, handle: Callable[[Message], None]) -> dict[int, int]:
+    def scan(
+        self, name: str, topic: str, handle: Callable[[Message], None], done: Callable[[], None] | None = None
+    ) -> dict[int, int]:
         """Hand every committed record of ``topic`` not handed before under ``name`` to ``handle``, up to the end
-        now; returns partition -> the offset scanned up to. The position is saved after ``handle`` saw the range."""
+        now; returns partition -> the offset scanned up to. The position is saved after ``handle`` saw the range
+        and ``done`` (if given) kept what it made of it, so a handler may keep its work in one write per range."""
         reached: dict[int, int] = {}
         for partition, (log_start, end) in self.offsets(topic).items():
             position = self.store.scan_position(name, topic, partition)
@@ -279,6 +282,8 @@ class KafkaCounter:
                         handle(msg)
                 finally:
                     consumer.close()
+                if done is not None:
+                    done()
                 position = end
                 self.store.set_scan_position(name, topic, partition, position)
             reached[partition] = position

@@ -94,9 +94,10 @@ class Kafka:
     def __init__(self, messages: list[Msg]) -> None:
         self.messages = messages
 
-    def scan(self, name: str, topic: str, handle) -> dict[int, int]:
+    def scan(self, name: str, topic: str, handle, done) -> dict[int, int]:
         for msg in self.messages:
             handle(msg)
+        done()
         done = {m.partition(): m.offset() + 1 for m in self.messages}
         self.messages = []
         return done

@@ -384,10 +384,11 @@ def test_a_tally_kept_before_carries_on_and_the_scan_goes_on_from_where_it_stopp
     started: list[int | None] = []
 
     class Kafka:
-        def scan(self, name, topic, handle):
+        def scan(self, name, topic, handle, done):
             started.append(counts.scan_position(name, topic, 0))
             body = {"src_topic": "orders", "src_partition": 0, "src_offset": 12}
             handle(SimpleNamespace(partition=lambda: 0, offset=lambda: 9, value=lambda: json.dumps(body).encode()))
+            done()
             return {0: 10}
 
     stores = SimpleNamespace(counts=counts, kafka=Kafka())
